@@ -1,0 +1,3 @@
+"""offsetd: event-driven offset automation for Kafka Connect and MirrorMaker 2."""
+
+__version__ = "0.1.0"

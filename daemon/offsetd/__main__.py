@@ -1,0 +1,5 @@
+"""Allow `python -m offsetd`."""
+
+from offsetd.cli import main
+
+main()

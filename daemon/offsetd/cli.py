@@ -1,0 +1,8 @@
+"""The `offsetd` command line."""
+
+import click
+
+
+@click.group()
+def main() -> None:
+    """offsetd: offset automation for Kafka Connect and MirrorMaker 2."""
