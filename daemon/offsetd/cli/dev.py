@@ -1,0 +1,143 @@
+"""`offsetd dev`: the embedded local stack (Kafka east + west, Connect, MirrorMaker 2)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+from types import FrameType
+from typing import Any, NoReturn
+
+import click
+from ruamel.yaml import YAML
+
+from offsetd.devstack.errors import DevStackError
+from offsetd.devstack.stack import Stack, StackInfo
+
+
+def default_run_dir() -> Path:
+    return Path(os.environ.get("OFFSETD_DEV_DIR", ".offsetd/dev"))
+
+
+run_dir_option = click.option(
+    "--run-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=default_run_dir,
+    show_default="$OFFSETD_DEV_DIR or .offsetd/dev",
+    help="Folder for the stack's config, data, logs and PIDs.",
+)
+
+
+def _fail(exc: DevStackError) -> NoReturn:
+    click.echo(f"error: {exc}", err=True)
+    sys.exit(exc.exit_code)
+
+
+def _say(message: str) -> None:
+    click.echo(f"[dev] {message}", err=True)
+
+
+def _print_endpoints(info: StackInfo) -> None:
+    for alias, cluster in info.clusters.items():
+        click.echo(f"kafka {alias:<5} bootstrap.servers={cluster['bootstrap.servers']}")
+    for url in info.connect["urls"]:
+        click.echo(f"connect       {url}")
+    click.echo(f"mm2           {', '.join(info.mm2['connectors'])}")
+    click.echo(f"run dir       {info.run_dir} (started in {info.started_in_s} s)")
+
+
+@click.group()
+def dev() -> None:
+    """Run the embedded local stack that offsetd's tests and demo use."""
+
+
+@dev.command()
+@run_dir_option
+@click.option(
+    "--detach", is_flag=True, help="Return once the stack is ready; stop it with `dev down`."
+)
+@click.option("--workers", default=1, show_default=True, help="Connect workers in the group.")
+@click.option(
+    "--base-port", type=int, default=None, help="Use ports from here on instead of free ones."
+)
+@click.option("--timeout", default=240.0, show_default=True, help="Seconds to wait for readiness.")
+def up(run_dir: Path, detach: bool, workers: int, base_port: int | None, timeout: float) -> None:
+    """Start two KRaft clusters, a Connect worker group and the MM2 set on loopback."""
+    stack = Stack(run_dir, log=_say)
+    stopping = False
+
+    def on_signal(signum: int, _frame: FrameType | None) -> None:
+        nonlocal stopping
+        stopping = True
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, on_signal)
+    try:
+        info = stack.up(workers=workers, base_port=base_port, timeout_s=timeout)
+    except DevStackError as exc:
+        _fail(exc)
+    except KeyboardInterrupt:
+        _say("interrupted; everything started was stopped")
+        sys.exit(130)
+    _print_endpoints(info)
+    if detach:
+        signal.signal(signal.SIGTERM, previous)
+        return
+    _say("running; press Ctrl-C to stop")
+    exit_code = 0
+    try:
+        while not stopping:
+            dead = stack.dead_processes()
+            if dead:
+                _say(f"{', '.join(r.name for r in dead)} exited; see {dead[0].log}")
+                exit_code = 1
+                break
+            time.sleep(1)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        _say(f"stopping {', '.join(stack.down()) or 'nothing'}")
+    sys.exit(exit_code)
+
+
+@dev.command()
+@run_dir_option
+def down(run_dir: Path) -> None:
+    """Stop exactly the processes `dev up` started (checked by PID and start time)."""
+    stopped = Stack(run_dir).down()
+    click.echo(f"stopped {', '.join(stopped)}" if stopped else "nothing was running")
+
+
+@dev.command()
+@run_dir_option
+@click.option("--json", "as_json", is_flag=True, help="Print the endpoints as JSON.")
+@click.option(
+    "--write-config",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Write an offsetd.yaml for the running stack to this path.",
+)
+def env(run_dir: Path, as_json: bool, write_config: Path | None) -> None:
+    """Describe the running stack: bootstrap servers, Connect URL, MM2 names."""
+    try:
+        info = Stack(run_dir).info()
+    except DevStackError as exc:
+        _fail(exc)
+    if write_config is not None:
+        _write_yaml(write_config, info.offsetd_config())
+        _say(f"wrote {write_config}")
+    if as_json:
+        click.echo(json.dumps(info.as_env(), indent=2))
+    elif write_config is None:
+        _print_endpoints(info)
+
+
+def _write_yaml(path: Path, data: dict[str, Any]) -> None:
+    yaml = YAML()
+    yaml.default_flow_style = False
+    with path.open("w") as out:
+        out.write("# offsetd configuration for the local stack, written by `offsetd dev env`.\n")
+        yaml.dump(data, out)

@@ -1,0 +1,35 @@
+"""Loopback ports for the stack: free ones by default, or a caller-chosen block checked first."""
+
+from __future__ import annotations
+
+import socket
+from contextlib import ExitStack
+
+from offsetd.devstack.errors import DevStackError
+
+HOST = "127.0.0.1"
+
+
+def free_ports(count: int) -> list[int]:
+    """Ask the kernel for `count` distinct free ports (held open together so none repeats)."""
+    with ExitStack() as stack:
+        ports = []
+        for _ in range(count):
+            sock = stack.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
+            sock.bind((HOST, 0))
+            ports.append(sock.getsockname()[1])
+        return ports
+
+
+def check_bindable(ports: list[int]) -> None:
+    """Fail before anything starts if a requested port is taken."""
+    for port in ports:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                sock.bind((HOST, port))
+            except OSError as exc:
+                raise DevStackError(
+                    f"port {port} on {HOST} cannot be bound ({exc.strerror}); "
+                    "stop what holds it or choose another --base-port"
+                ) from exc

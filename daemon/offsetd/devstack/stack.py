@@ -1,0 +1,332 @@
+"""Bring the whole local stack up and down, and describe it to its users.
+
+Start order: both brokers (formatted fresh each time), then the Connect workers on west, then the
+MM2 set. Every process is recorded (PID + start time) the moment it starts, so a failure at any
+point, or a later `down` after a crash, stops exactly what was started and nothing else.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka.admin import AdminClient
+
+from offsetd.devstack import connect, kafka, mm2, procs
+from offsetd.devstack.errors import DevStackError
+from offsetd.devstack.jars import ensure_kafka_jars, java_executable
+from offsetd.devstack.jvm import java_command, render_properties, write_log_config
+from offsetd.devstack.ports import HOST, check_bindable, free_ports
+
+CONNECT_CLUSTER_NAME = "local"
+_PORTS_PER_KAFKA = 2
+
+
+@dataclass
+class StackInfo:
+    """What a running stack is: written to `stack.json`, printed by `offsetd dev env`."""
+
+    run_dir: str
+    clusters: dict[str, dict[str, str]]
+    connect: dict[str, Any]
+    mm2: dict[str, Any]
+    started_in_s: float = 0.0
+    jar_dir: str = ""
+    logs: dict[str, str] = field(default_factory=dict)
+
+    def as_env(self) -> dict[str, Any]:
+        return {
+            "clusters": self.clusters,
+            "connect": self.connect,
+            "mm2": self.mm2,
+            "run_dir": self.run_dir,
+            "logs": self.logs,
+        }
+
+    def offsetd_config(self) -> dict[str, Any]:
+        """The `offsetd.yaml` content for this stack (plain data, validated by the config model)."""
+        return {
+            "kafka_clusters": {
+                alias: {"bootstrap_servers": c["bootstrap.servers"]}
+                for alias, c in self.clusters.items()
+            },
+            "connect_clusters": {
+                CONNECT_CLUSTER_NAME: {
+                    "url": self.connect["url"],
+                    "kafka_cluster": self.connect["kafka_cluster"],
+                    "group_id": self.connect["group.id"],
+                    "offsets_topic": self.connect["offset.storage.topic"],
+                    "configs_topic": self.connect["config.storage.topic"],
+                    "status_topic": self.connect["status.storage.topic"],
+                    "dlq_topics": [],
+                    "orchestrator": "none",
+                }
+            },
+        }
+
+
+class Stack:
+    """The local stack living in one run folder (config, data, logs, PIDs)."""
+
+    def __init__(self, run_dir: Path, log: Callable[[str], None] = lambda _msg: None) -> None:
+        self.run_dir = run_dir.resolve()
+        self.log = log
+        self._procs_file = self.run_dir / "processes.json"
+        self._state_file = self.run_dir / "stack.json"
+        self._records: list[procs.ProcessRecord] = []
+
+    # -- queries -----------------------------------------------------------------------------
+
+    def live_processes(self) -> list[procs.ProcessRecord]:
+        return [r for r in procs.load(self._procs_file) if r.matches_live_process()]
+
+    def info(self) -> StackInfo:
+        if not self._state_file.exists() or not self.live_processes():
+            raise DevStackError(
+                f"no local stack is running in {self.run_dir}; start one with `offsetd dev up`"
+            )
+        return StackInfo(**json.loads(self._state_file.read_text()))
+
+    def dead_processes(self) -> list[procs.ProcessRecord]:
+        return [r for r in procs.load(self._procs_file) if procs.exited(r)]
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def up(
+        self, workers: int = 1, base_port: int | None = None, timeout_s: float = 180
+    ) -> StackInfo:
+        if workers < 1:
+            raise DevStackError("--workers must be at least 1")
+        if self.live_processes():
+            raise DevStackError(
+                f"a local stack is already running in {self.run_dir}; stop it with `offsetd dev down`"
+            )
+        started = time.monotonic()
+        java = java_executable()
+        jar_dir = ensure_kafka_jars()
+        self._fresh_run_dir()
+        ports = self._ports(2 * _PORTS_PER_KAFKA + workers, base_port)
+        try:
+            info = self._start(java, jar_dir, ports, workers, time.monotonic() + timeout_s)
+        except BaseException:
+            self.log("start-up failed; stopping the processes it started")
+            procs.stop(self._records)
+            self._state_file.unlink(missing_ok=True)
+            raise
+        info.started_in_s = round(time.monotonic() - started, 1)
+        self._state_file.write_text(json.dumps(info.__dict__, indent=2))
+        return info
+
+    def down(self) -> list[str]:
+        """Stop exactly the recorded processes that are still ours; safe to call twice."""
+        records = procs.load(self._procs_file)
+        stopped = procs.stop(records)
+        self._procs_file.unlink(missing_ok=True)
+        self._state_file.unlink(missing_ok=True)
+        return stopped
+
+    # -- internals ---------------------------------------------------------------------------
+
+    def _fresh_run_dir(self) -> None:
+        for sub in ("data", "config", "logs"):
+            shutil.rmtree(self.run_dir / sub, ignore_errors=True)
+            (self.run_dir / sub).mkdir(parents=True)
+        self._procs_file.unlink(missing_ok=True)
+        self._state_file.unlink(missing_ok=True)
+
+    @staticmethod
+    def _ports(count: int, base_port: int | None) -> list[int]:
+        if base_port is None:
+            return free_ports(count)
+        ports = list(range(base_port, base_port + count))
+        check_bindable(ports)
+        return ports
+
+    def _spawn(self, name: str, argv: list[str]) -> procs.ProcessRecord:
+        record = procs.spawn(name, argv, self.run_dir / "logs" / f"{name}.log", self.run_dir)
+        self._records.append(record)
+        procs.save(self._records, self._procs_file)
+        return record
+
+    def _start(
+        self, java: str, jar_dir: Path, ports: list[int], workers: int, deadline: float
+    ) -> StackInfo:
+        config_dir, logs_dir = self.run_dir / "config", self.run_dir / "logs"
+        nodes = {
+            alias: kafka.KafkaNode(
+                alias,
+                broker_port=ports[2 * i],
+                controller_port=ports[2 * i + 1],
+                cluster_id=kafka.new_cluster_id(),
+                data_dir=self.run_dir / "data" / alias,
+            )
+            for i, alias in enumerate((mm2.SOURCE, mm2.TARGET))
+        }
+        broker_records = {}
+        for alias, node in nodes.items():
+            self.log(f"formatting and starting Kafka cluster {alias} on {node.bootstrap}")
+            argv = kafka.prepare(node, java, jar_dir, config_dir, logs_dir)
+            broker_records[alias] = self._spawn(f"kafka-{alias}", argv)
+        for alias, node in nodes.items():
+            self._wait(
+                f"Kafka cluster {alias}",
+                broker_records[alias],
+                deadline,
+                lambda n=node: kafka.is_ready(n),
+            )
+
+        west = nodes[mm2.TARGET]
+        group = connect.WorkerGroup(bootstrap=west.bootstrap)
+        urls = []
+        worker_records = []
+        log_config = write_log_config(config_dir, "connect", "info")
+        for index, port in enumerate(ports[2 * _PORTS_PER_KAFKA :], start=1):
+            props = config_dir / f"connect-worker-{index}.properties"
+            props.write_text(render_properties(group.worker_properties(port)))
+            argv = java_command(
+                java,
+                jar_dir,
+                "org.apache.kafka.connect.cli.ConnectDistributed",
+                [str(props)],
+                log_config=log_config,
+                logs_dir=logs_dir,
+                heap_mb=768,
+            )
+            self.log(f"starting Connect worker {index} on http://{HOST}:{port}")
+            worker_records.append(self._spawn(f"connect-{index}", argv))
+            urls.append(f"http://{HOST}:{port}")
+        rests = [connect.ConnectRest(url) for url in urls]
+        try:
+            for record, rest in zip(worker_records, rests, strict=True):
+                self._wait(
+                    f"Connect worker {rest.url}",
+                    record,
+                    deadline,
+                    lambda r=rest: connect.is_ready(r, west.cluster_id),
+                )
+            self._start_mm2(rests[0], nodes, worker_records, deadline)
+        finally:
+            for rest in rests:
+                rest.close()
+
+        return StackInfo(
+            run_dir=str(self.run_dir),
+            clusters={
+                alias: {"bootstrap.servers": n.bootstrap, "cluster.id": n.cluster_id}
+                for alias, n in nodes.items()
+            },
+            connect={
+                "url": urls[0],
+                "urls": urls,
+                "name": CONNECT_CLUSTER_NAME,
+                "kafka_cluster": mm2.TARGET,
+                "group.id": group.group_id,
+                "offset.storage.topic": group.offsets_topic,
+                "config.storage.topic": group.configs_topic,
+                "status.storage.topic": group.status_topic,
+                "offset.flush.interval.ms": group.flush_interval_ms,
+            },
+            mm2={
+                "source": mm2.SOURCE,
+                "target": mm2.TARGET,
+                "connectors": [
+                    mm2.SOURCE_CONNECTOR,
+                    mm2.CHECKPOINT_CONNECTOR,
+                    mm2.HEARTBEAT_CONNECTOR,
+                ],
+                "heartbeats_topic": mm2.HEARTBEATS_TOPIC,
+                "consumer_group": {
+                    "name": mm2.AUDIT_GROUP,
+                    "cluster": mm2.SOURCE,
+                    "connector": mm2.AUDIT_CONNECTOR,
+                },
+            },
+            jar_dir=str(jar_dir),
+            logs={r.name: r.log for r in self._records},
+        )
+
+    def _start_mm2(
+        self,
+        rest: connect.ConnectRest,
+        nodes: dict[str, kafka.KafkaNode],
+        workers: list[procs.ProcessRecord],
+        deadline: float,
+    ) -> None:
+        mirror = mm2.Mm2Set(
+            east_bootstrap=nodes[mm2.SOURCE].bootstrap,
+            west_bootstrap=nodes[mm2.TARGET].bootstrap,
+            audit_file=str(self.run_dir / "data" / "heartbeat-audit.txt"),
+        )
+        self.log("creating the MirrorMaker 2 set")
+        rest.put_config(mm2.HEARTBEAT_CONNECTOR, mirror.heartbeat())
+        east_admin = AdminClient({"bootstrap.servers": nodes[mm2.SOURCE].bootstrap, "log_level": 0})
+        # The audit group must not subscribe before the heartbeat connector created the topic.
+        self._wait(
+            "the heartbeats topic on east",
+            workers[0],
+            deadline,
+            lambda: mm2.HEARTBEATS_TOPIC in east_admin.list_topics(timeout=5).topics,
+        )
+        rest.put_config(mm2.SOURCE_CONNECTOR, mirror.source())
+        rest.put_config(mm2.CHECKPOINT_CONNECTOR, mirror.checkpoint())
+        rest.put_config(mm2.AUDIT_CONNECTOR, mirror.audit_sink())
+        for name in (
+            mm2.HEARTBEAT_CONNECTOR,
+            mm2.SOURCE_CONNECTOR,
+            mm2.AUDIT_CONNECTOR,
+            mm2.CHECKPOINT_CONNECTOR,
+        ):
+            self._wait(
+                f"connector {name}",
+                workers[0],
+                deadline,
+                lambda n=name: self._connector_running(rest, n),
+            )
+
+    @staticmethod
+    def _connector_running(rest: connect.ConnectRest, name: str) -> bool:
+        status = rest.status(name)
+        problem = connect.failure(status)
+        if problem:
+            raise DevStackError(f"connector {name} failed while starting: {problem}")
+        return connect.running(status, min_tasks=1)
+
+    def _wait(
+        self, what: str, record: procs.ProcessRecord, deadline: float, ready: Callable[[], bool]
+    ) -> None:
+        """Poll `ready` until it holds; fail fast if the process died, or at the deadline."""
+        while True:
+            if procs.exited(record):
+                raise DevStackError(_death_message(what, record))
+            try:
+                if ready():
+                    return
+            except DevStackError:
+                raise
+            except Exception:  # noqa: BLE001, S110 - not ready yet; the deadline bounds the loop
+                pass
+            if time.monotonic() > deadline:
+                raise DevStackError(
+                    f"{what} was not ready in time; see {record.log} for what it was doing"
+                )
+            time.sleep(0.5)
+
+
+def _death_message(what: str, record: procs.ProcessRecord) -> str:
+    text = Path(record.log).read_text(errors="replace") if Path(record.log).exists() else ""
+    if "Address already in use" in text or "BindException" in text:
+        return (
+            f"{what} could not bind its port (address already in use); "
+            "stop what holds it or choose another --base-port"
+        )
+    last = next(
+        (ln for ln in reversed(text.splitlines()) if "ERROR" in ln or "Exception" in ln), ""
+    )
+    return f"{what} exited during start-up; see {record.log}" + (
+        f" ({last.strip()[:200]})" if last else ""
+    )
