@@ -81,7 +81,7 @@ class ConnectRest:
         return result
 
     def plugins(self) -> list[tuple[str, str]]:
-        """(class, type) pairs: one class may rightly appear as a converter and a header converter."""
+        """(class, type) pairs: a class may be both a converter and a header converter."""
         response = self._client.get("/connector-plugins", params={"connectorsOnly": "false"})
         response.raise_for_status()
         return [(p["class"], p["type"]) for p in response.json()]

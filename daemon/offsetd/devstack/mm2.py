@@ -50,7 +50,7 @@ class Mm2Set:
             "connector.class": "org.apache.kafka.connect.mirror.MirrorHeartbeatConnector",
             "heartbeats.topic.replication.factor": "1",
             "emit.heartbeats.interval.seconds": "1",
-            # Source records go through the worker's producer, which writes to west; send these to east.
+            # Source records go through the worker's producer (to west); send these to east.
             "producer.override.bootstrap.servers": self.east_bootstrap,
         }
 

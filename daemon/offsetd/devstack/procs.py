@@ -7,6 +7,7 @@ PID still has that start time.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -66,40 +67,33 @@ def stop(records: Sequence[ProcessRecord], grace_s: float = 20.0) -> list[str]:
     live = [r for r in records if r.matches_live_process()]
     for record in live:
         _signal(record, signal.SIGTERM)
-    deadline = time.monotonic() + grace_s
-    while time.monotonic() < deadline and any(r.matches_live_process() for r in live):
-        time.sleep(0.2)
+    _wait_gone(live, grace_s)
     for record in live:
         if record.matches_live_process():
             _signal(record, signal.SIGKILL)
-    _reap(live)
+    _wait_gone(live, 10.0)
     return [r.name for r in live]
 
 
+def _wait_gone(records: Sequence[ProcessRecord], timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not all(exited(r) for r in records) and time.monotonic() < deadline:
+        time.sleep(0.1)
+
+
 def _signal(record: ProcessRecord, sig: signal.Signals) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError):
         os.kill(record.pid, sig)
-    except ProcessLookupError:
-        pass
-
-
-def _reap(records: Sequence[ProcessRecord]) -> None:
-    """Collect exit statuses of our own children so no zombies stay behind."""
-    for record in records:
-        try:
-            os.waitpid(record.pid, os.WNOHANG)
-        except ChildProcessError:
-            pass  # not our child (started by an earlier `dev up --detach`)
 
 
 def exited(record: ProcessRecord) -> bool:
-    """True once the process is gone (reaping it if it was our child)."""
+    """True once the process is gone, reaping it if it was our child (so no zombie stays)."""
     try:
         pid, _ = os.waitpid(record.pid, os.WNOHANG)
         if pid == record.pid:
             return True
     except ChildProcessError:
-        pass
+        pass  # not our child, e.g. started by an earlier `dev up --detach`
     return not record.matches_live_process()
 
 

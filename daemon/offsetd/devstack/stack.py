@@ -12,6 +12,7 @@ import shutil
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -104,7 +105,8 @@ class Stack:
             raise DevStackError("--workers must be at least 1")
         if self.live_processes():
             raise DevStackError(
-                f"a local stack is already running in {self.run_dir}; stop it with `offsetd dev down`"
+                f"a local stack is already running in {self.run_dir}; "
+                "stop it with `offsetd dev down`"
             )
         started = time.monotonic()
         java = java_executable()
@@ -177,7 +179,7 @@ class Stack:
                 f"Kafka cluster {alias}",
                 broker_records[alias],
                 deadline,
-                lambda n=node: kafka.is_ready(n),
+                partial(kafka.is_ready, node),
             )
 
         west = nodes[mm2.TARGET]
@@ -207,7 +209,7 @@ class Stack:
                     f"Connect worker {rest.url}",
                     record,
                     deadline,
-                    lambda r=rest: connect.is_ready(r, west.cluster_id),
+                    partial(connect.is_ready, rest, west.cluster_id),
                 )
             self._start_mm2(rests[0], nodes, worker_records, deadline)
         finally:
@@ -285,7 +287,7 @@ class Stack:
                 f"connector {name}",
                 workers[0],
                 deadline,
-                lambda n=name: self._connector_running(rest, n),
+                partial(self._connector_running, rest, name),
             )
 
     @staticmethod
@@ -308,7 +310,7 @@ class Stack:
                     return
             except DevStackError:
                 raise
-            except Exception:  # noqa: BLE001, S110 - not ready yet; the deadline bounds the loop
+            except Exception:  # noqa: S110 - not ready yet; the deadline bounds the loop
                 pass
             if time.monotonic() > deadline:
                 raise DevStackError(

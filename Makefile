@@ -1,0 +1,29 @@
+# One entry point: `make check` is exactly what CI runs (.ci/run calls it).
+VENV := .venv/bin
+PY_SOURCES := daemon tests
+
+.PHONY: install lint types test check demo down
+
+install:
+	@scripts/bootstrap
+
+lint: install
+	$(VENV)/ruff check $(PY_SOURCES)
+	$(VENV)/ruff format --check $(PY_SOURCES)
+
+types: install
+	$(VENV)/mypy
+
+test: install
+	$(VENV)/pytest
+
+check: lint types test
+
+# The main job on the embedded local stack: bring it up, write offsetd.yaml, print the endpoints.
+demo: install
+	$(VENV)/offsetd dev up --detach
+	$(VENV)/offsetd dev env --write-config offsetd.yaml
+	@echo "offsetd.yaml written; stop the stack with: make down"
+
+down:
+	$(VENV)/offsetd dev down

@@ -1,0 +1,17 @@
+"""The `offsetd` command line: one click group, one module per command family."""
+
+import click
+
+from offsetd import __version__
+from offsetd.cli.config import config
+from offsetd.cli.dev import dev
+
+
+@click.group()
+@click.version_option(__version__, prog_name="offsetd")
+def main() -> None:
+    """offsetd: offset automation for Kafka Connect and MirrorMaker 2."""
+
+
+main.add_command(config)
+main.add_command(dev)

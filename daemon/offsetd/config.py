@@ -1,0 +1,721 @@
+"""The offsetd configuration: pydantic models, loaded from `offsetd.yaml` plus environment.
+
+Precedence (highest first): environment variables, the YAML file, model defaults. Environment
+variables are `OFFSETD_` + the field path joined by `__`, matched case-insensitively, e.g.
+`OFFSETD_KAFKA_CLUSTERS__WEST__SASL__PASSWORD`; they deep-merge into the file's values, so one
+variable changes one field. List and mapping fields take JSON
+(`OFFSETD_CONNECT_CLUSTERS__LOCAL__DLQ_TOPICS='["dlq-a"]'`).
+
+Error messages name where the bad value came from (`offsetd.yaml:14: <field.path>: ...` or
+`environment OFFSETD_...: <field.path>: ...`). They quote values only of plain fields (topic
+names, aliases, servers) and never input values in general, which may be secrets.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import ssl
+from collections.abc import Callable, Iterator, Mapping
+from contextvars import ContextVar
+from pathlib import Path
+from typing import Annotated, Any, Literal, Self
+from urllib.parse import urlsplit
+
+import httpx
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    SecretStr,
+    StringConstraints,
+    ValidationError,
+    field_serializer,
+    model_validator,
+)
+from pydantic.fields import FieldInfo
+from pydantic_core import ErrorDetails
+from pydantic_settings import (
+    BaseSettings,
+    EnvSettingsSource,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    SettingsError,
+)
+from ruamel.yaml import YAML
+from ruamel.yaml.comments import CommentedMap, CommentedSeq
+from ruamel.yaml.constructor import DuplicateKeyError
+from ruamel.yaml.error import MarkedYAMLError, YAMLError
+
+from offsetd.errors import ConfigError
+
+__all__ = [
+    "CONFIG_PATH_ENV_VAR",
+    "DEFAULT_CONFIG_PATH",
+    "ENV_NESTED_DELIMITER",
+    "ENV_PREFIX",
+    "REDACTED",
+    "ConnectAuth",
+    "ConnectCluster",
+    "ConnectTls",
+    "KafkaCluster",
+    "KafkaSasl",
+    "KafkaTls",
+    "SaslMechanism",
+    "SecurityProtocol",
+    "Settings",
+    "is_secret_property",
+    "load_settings",
+]
+
+DEFAULT_CONFIG_PATH = Path("offsetd.yaml")
+CONFIG_PATH_ENV_VAR = "OFFSETD_CONFIG"
+ENV_PREFIX = "OFFSETD_"
+ENV_NESTED_DELIMITER = "__"
+REDACTED = "**********"  # what SecretStr shows; used for secret client properties too
+
+SecurityProtocol = Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"]
+SaslMechanism = Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
+
+_SECRET_PROPERTY_WORDS = ("password", "secret", "token", "key")
+_TOPIC_RE = re.compile(r"[a-zA-Z0-9._-]{1,249}")
+_ALIAS_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
+
+
+def is_secret_property(name: str) -> bool:
+    """Whether a client property's value must be redacted (its key looks like a secret)."""
+    lowered = name.lower()
+    return any(word in lowered for word in _SECRET_PROPERTY_WORDS)
+
+
+# -- field types --------------------------------------------------------------------------------
+
+
+class _LocatedError(ValueError):
+    """Validation problems at field paths below the model that raised them.
+
+    A model validator can only fail as a whole; this carries the exact sub-paths so error
+    messages (and YAML line numbers) point at the offending field rather than its parent.
+    """
+
+    def __init__(self, problems: list[tuple[tuple[str | int, ...], str]]) -> None:
+        self.problems = problems
+        super().__init__("; ".join(f"{_dotted(loc)}: {msg}" for loc, msg in problems))
+
+
+def _check_topic(name: str) -> str:
+    if not _TOPIC_RE.fullmatch(name) or name in {".", ".."}:
+        raise ValueError(
+            f"invalid Kafka topic name {name!r}: use 1-249 characters from [a-zA-Z0-9._-]"
+        )
+    return name
+
+
+def _check_alias(alias: str) -> str:
+    # Aliases name clusters in logs, metrics and env variable names: keep them plain.
+    if not _ALIAS_RE.fullmatch(alias):
+        raise ValueError(
+            f"invalid alias {alias!r}: use up to 100 letters, digits, '_', '.', '-', "
+            "starting with a letter or digit"
+        )
+    return alias
+
+
+def _check_bootstrap(value: str) -> str:
+    entries = [entry.strip() for entry in value.split(",")]
+    if not any(entries):
+        raise ValueError("must list at least one host:port")
+    for entry in entries:
+        host, sep, port = entry.rpartition(":")
+        host = host.removeprefix("[").removesuffix("]")  # [::1]:9092
+        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ValueError(f"{entry!r} is not host:port (comma-separate several servers)")
+    return ",".join(entries)
+
+
+def _check_url(value: str) -> str:
+    # Messages never echo the URL: it could embed credentials.
+    value = value.strip()
+    try:
+        parts = urlsplit(value)
+        port_ok = parts.port is None or parts.port > 0
+    except ValueError:
+        raise ValueError("is not a valid URL") from None
+    if parts.scheme not in {"http", "https"} or not parts.hostname or not port_ok:
+        raise ValueError("must be an http:// or https:// URL with a host and optional port")
+    if parts.username is not None or parts.password is not None:
+        raise ValueError("must not contain credentials; use auth.username and auth.password")
+    if parts.query or parts.fragment:
+        raise ValueError("must not have a query string or fragment")
+    return value
+
+
+def _upper(value: Any) -> Any:
+    return value.upper() if isinstance(value, str) else value
+
+
+def _scalar_to_str(value: Any) -> Any:
+    # librdkafka takes strings; let YAML authors write `linger.ms: 5` or `enable.idempotence: true`.
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return str(value)
+    return value
+
+
+def _none_to_empty(factory: Callable[[], object]) -> BeforeValidator:
+    # `dlq_topics:` with every entry commented out is YAML null; treat it as empty.
+    return BeforeValidator(lambda value: factory() if value is None else value)
+
+
+TopicName = Annotated[str, AfterValidator(_check_topic)]
+Alias = Annotated[str, AfterValidator(_check_alias)]
+NonEmptyStr = Annotated[str, StringConstraints(min_length=1)]
+BootstrapServers = Annotated[str, AfterValidator(_check_bootstrap)]
+HttpUrl = Annotated[str, AfterValidator(_check_url)]
+ClientProperties = Annotated[
+    dict[NonEmptyStr, Annotated[str, BeforeValidator(_scalar_to_str)]], _none_to_empty(dict)
+]
+
+
+class _Model(BaseModel):
+    """Base of every config section: unknown keys are errors, values are immutable."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def _paired(
+    first: tuple[str, object | None], second: tuple[str, object | None]
+) -> list[tuple[tuple[str | int, ...], str]]:
+    (name_a, a), (name_b, b) = first, second
+    if (a is None) == (b is None):
+        return []
+    missing = name_b if b is None else name_a
+    return [((missing,), f"required when {name_a if b is None else name_b} is set")]
+
+
+# -- Kafka --------------------------------------------------------------------------------------
+
+
+class KafkaTls(_Model):
+    """TLS material for SSL and SASL_SSL. Without it, the system CA store is used."""
+
+    ca_file: Path | None = None
+    cert_file: Path | None = None
+    key_file: Path | None = None
+    key_password: SecretStr | None = None
+    check_hostname: bool = True
+
+    @model_validator(mode="after")
+    def _check_pairs(self) -> Self:
+        problems = _paired(("cert_file", self.cert_file), ("key_file", self.key_file))
+        if self.key_password is not None and self.key_file is None:
+            problems.append((("key_password",), "only used together with key_file"))
+        if problems:
+            raise _LocatedError(problems)
+        return self
+
+
+class KafkaSasl(_Model):
+    mechanism: Annotated[SaslMechanism, BeforeValidator(_upper)]
+    username: NonEmptyStr
+    password: SecretStr
+
+
+# Properties client_config() derives from dedicated fields; client_properties may not set them.
+_MANAGED_PROPERTIES = frozenset(
+    {
+        "bootstrap.servers",
+        "security.protocol",
+        "ssl.ca.location",
+        "ssl.certificate.location",
+        "ssl.key.location",
+        "ssl.key.password",
+        "ssl.endpoint.identification.algorithm",
+        "sasl.mechanism",
+        "sasl.mechanisms",
+        "sasl.username",
+        "sasl.password",
+    }
+)
+
+
+class KafkaCluster(_Model):
+    """One Kafka cluster, known by its alias (the key in `kafka_clusters`)."""
+
+    bootstrap_servers: BootstrapServers
+    security_protocol: Annotated[SecurityProtocol, BeforeValidator(_upper)] = "PLAINTEXT"
+    tls: KafkaTls | None = None
+    sasl: KafkaSasl | None = None
+    # Extra librdkafka properties; values of secret-looking keys are redacted when rendered.
+    client_properties: ClientProperties = Field(default_factory=dict)
+
+    @property
+    def uses_tls(self) -> bool:
+        return self.security_protocol in {"SSL", "SASL_SSL"}
+
+    @property
+    def uses_sasl(self) -> bool:
+        return self.security_protocol.startswith("SASL_")
+
+    @model_validator(mode="after")
+    def _check_security(self) -> Self:
+        problems: list[tuple[tuple[str | int, ...], str]] = []
+        protocol = self.security_protocol
+        if self.uses_sasl and self.sasl is None:
+            problems.append((("sasl",), f"required when security_protocol is {protocol}"))
+        if not self.uses_sasl and self.sasl is not None:
+            problems.append(
+                (("sasl",), f"only used with SASL_PLAINTEXT or SASL_SSL, not {protocol}")
+            )
+        if not self.uses_tls and self.tls is not None:
+            problems.append((("tls",), f"only used with SSL or SASL_SSL, not {protocol}"))
+        problems.extend(
+            (("client_properties", key), f"set this through the dedicated field, not {key!r}")
+            for key in self.client_properties
+            if key in _MANAGED_PROPERTIES
+        )
+        if problems:
+            raise _LocatedError(problems)
+        return self
+
+    @field_serializer("client_properties", when_used="json")
+    def _redact_properties(self, value: dict[str, str]) -> dict[str, str]:
+        return _redacted_properties(value)
+
+    def __repr_args__(self) -> Iterator[tuple[str | None, Any]]:
+        for name, value in super().__repr_args__():
+            if name == "client_properties":
+                yield name, _redacted_properties(value)
+            else:
+                yield name, value
+
+    def client_config(self) -> dict[str, str]:
+        """librdkafka (confluent-kafka) properties, secrets revealed: for clients, never output."""
+        config = {
+            "bootstrap.servers": self.bootstrap_servers,
+            "security.protocol": self.security_protocol,
+        }
+        if self.uses_tls:
+            tls = self.tls or KafkaTls()
+            files = {
+                "ssl.ca.location": tls.ca_file,
+                "ssl.certificate.location": tls.cert_file,
+                "ssl.key.location": tls.key_file,
+            }
+            config.update({key: str(path) for key, path in files.items() if path is not None})
+            if tls.key_password is not None:
+                config["ssl.key.password"] = tls.key_password.get_secret_value()
+            config["ssl.endpoint.identification.algorithm"] = (
+                "https" if tls.check_hostname else "none"
+            )
+        if self.sasl is not None:
+            config["sasl.mechanism"] = self.sasl.mechanism
+            config["sasl.username"] = self.sasl.username
+            config["sasl.password"] = self.sasl.password.get_secret_value()
+        config.update(self.client_properties)
+        return config
+
+
+def _redacted_properties(properties: Mapping[str, str]) -> dict[str, str]:
+    return {k: REDACTED if is_secret_property(k) else v for k, v in properties.items()}
+
+
+# -- Kafka Connect ------------------------------------------------------------------------------
+
+
+class ConnectAuth(_Model):
+    """HTTP basic auth for the Connect REST API."""
+
+    username: NonEmptyStr
+    password: SecretStr
+
+
+class ConnectTls(_Model):
+    """TLS for an https Connect REST API; `verify: false` skips server verification."""
+
+    ca_file: Path | None = None
+    cert_file: Path | None = None
+    key_file: Path | None = None
+    verify: bool = True
+
+    @model_validator(mode="after")
+    def _check_pairs(self) -> Self:
+        problems = _paired(("cert_file", self.cert_file), ("key_file", self.key_file))
+        if problems:
+            raise _LocatedError(problems)
+        return self
+
+
+class ConnectCluster(_Model):
+    """One Kafka Connect cluster: its REST API and the Kafka cluster holding its internal topics."""
+
+    url: HttpUrl
+    auth: ConnectAuth | None = None
+    tls: ConnectTls | None = None
+    kafka_cluster: NonEmptyStr
+    group_id: NonEmptyStr = "connect-cluster"
+    offsets_topic: TopicName = "connect-offsets"
+    configs_topic: TopicName = "connect-configs"
+    status_topic: TopicName = "connect-status"
+    dlq_topics: Annotated[list[TopicName], _none_to_empty(list)] = Field(default_factory=list)
+    orchestrator: Literal["none", "strimzi"] = "none"
+
+    @model_validator(mode="after")
+    def _check_consistency(self) -> Self:
+        problems: list[tuple[tuple[str | int, ...], str]] = []
+        if self.tls is not None and not self.url.lower().startswith("https:"):
+            problems.append((("tls",), "only used with an https:// url"))
+        seen: dict[str, str] = {}
+        for field in ("offsets_topic", "configs_topic", "status_topic"):
+            topic = getattr(self, field)
+            if topic in seen:
+                problems.append(((field,), f"must differ from {seen[topic]} ({topic!r})"))
+            seen.setdefault(topic, field)
+        if problems:
+            raise _LocatedError(problems)
+        return self
+
+    def httpx_options(self) -> dict[str, Any]:
+        """Keyword arguments for `httpx.Client` / `httpx.AsyncClient` (reads the TLS files)."""
+        auth = None
+        if self.auth is not None:
+            auth = httpx.BasicAuth(self.auth.username, self.auth.password.get_secret_value())
+        return {"base_url": self.url, "auth": auth, "verify": self._verify()}
+
+    def _verify(self) -> ssl.SSLContext | bool:
+        tls = self.tls
+        if tls is None:
+            return True
+        if tls.ca_file is None and tls.cert_file is None:
+            return tls.verify
+        where = f"Connect cluster at {self.url}"
+        try:
+            cafile = str(tls.ca_file) if tls.verify and tls.ca_file is not None else None
+            context = ssl.create_default_context(cafile=cafile)
+        except OSError as exc:
+            raise ConfigError(f"cannot load tls.ca_file for {where}: {exc}") from None
+        if not tls.verify:
+            context.check_hostname = False
+            context.verify_mode = ssl.CERT_NONE
+        if tls.cert_file is not None and tls.key_file is not None:
+            try:
+                # An empty password makes an encrypted key fail instead of prompting on the tty.
+                context.load_cert_chain(tls.cert_file, tls.key_file, password="")
+            except OSError as exc:
+                raise ConfigError(
+                    f"cannot load tls.cert_file/key_file for {where}: {exc} "
+                    "(the key must be PEM and not encrypted)"
+                ) from None
+        return context
+
+
+# -- the whole configuration --------------------------------------------------------------------
+
+
+class Settings(BaseSettings):
+    """The whole offsetd configuration. Build it with `load_settings`."""
+
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX,
+        env_nested_delimiter=ENV_NESTED_DELIMITER,
+        extra="forbid",
+        frozen=True,
+    )
+
+    kafka_clusters: Annotated[dict[Alias, KafkaCluster], _none_to_empty(dict)] = Field(
+        default_factory=dict
+    )
+    connect_clusters: Annotated[dict[Alias, ConnectCluster], _none_to_empty(dict)] = Field(
+        default_factory=dict
+    )
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        prepared = _PREPARED_INPUT.get()
+        if prepared is not None:  # inside load_settings: file and environ already merged
+            return (_PreparedSource(settings_cls, prepared),)
+        # Otherwise explicit values over os.environ; no `.env` or secrets-dir lookups.
+        return init_settings, env_settings
+
+    @model_validator(mode="after")
+    def _check_references(self) -> Self:
+        known = ", ".join(sorted(self.kafka_clusters)) or "none configured"
+        problems: list[tuple[tuple[str | int, ...], str]] = [
+            (
+                ("connect_clusters", name, "kafka_cluster"),
+                f"unknown Kafka cluster alias {cluster.kafka_cluster!r} (known: {known})",
+            )
+            for name, cluster in self.connect_clusters.items()
+            if cluster.kafka_cluster not in self.kafka_clusters
+        ]
+        if problems:
+            raise _LocatedError(problems)
+        return self
+
+    def redacted(self) -> dict[str, Any]:
+        """A JSON-able dump that is safe to print: every secret is replaced by `REDACTED`."""
+        return self.model_dump(mode="json")
+
+
+# -- loading ------------------------------------------------------------------------------------
+
+
+# BaseSettings runs its sources in __init__, even under model_validate. load_settings merges
+# file and environment itself (to locate errors), then hands the result over through this.
+_PREPARED_INPUT: ContextVar[dict[str, Any] | None] = ContextVar("offsetd_prepared", default=None)
+
+
+class _PreparedSource(PydanticBaseSettingsSource):
+    """All values at once, as merged by load_settings (unknown keys included, to be rejected)."""
+
+    def __init__(self, settings_cls: type[BaseSettings], data: dict[str, Any]) -> None:
+        super().__init__(settings_cls)
+        self._data = data
+
+    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
+        return self._data.get(field_name), field_name, False
+
+    def __call__(self) -> dict[str, Any]:
+        return self._data
+
+
+class _EnvironSource(EnvSettingsSource):
+    """pydantic-settings' environment source, reading a given mapping instead of os.environ."""
+
+    def __init__(self, settings_cls: type[BaseSettings], environ: Mapping[str, str]) -> None:
+        self._environ = environ  # read by _load_env_vars, which the base __init__ calls
+        super().__init__(settings_cls)
+
+    def _load_env_vars(self) -> Mapping[str, str | None]:
+        if self.case_sensitive:
+            return dict(self._environ)
+        return {name.lower(): value for name, value in self._environ.items()}
+
+
+def load_settings(path: Path | None, environ: Mapping[str, str] | None = None) -> Settings:
+    """Load `path` (YAML; `None` for none), apply `environ` (default `os.environ`), validate.
+
+    Raises `ConfigError` naming the file and line, or the environment variable, of every
+    problem found, one per line.
+    """
+    environ = os.environ if environ is None else environ
+    tree = _read_yaml(path) if path is not None else None
+    try:
+        file_data = _plain(tree, ()) if tree is not None else {}
+    except _UnsupportedValue as exc:
+        where = _Locator(path, tree, {}).where(exc.loc)
+        raise ConfigError(
+            f"{where}: {_dotted(exc.loc)}: unsupported YAML value of type {exc.kind}"
+            " (quote it to make it a string)"
+        ) from None
+
+    try:
+        env_data = _EnvironSource(Settings, environ)()
+    except SettingsError as exc:
+        raise ConfigError(_env_parse_message(str(exc), environ)) from None
+
+    token = _PREPARED_INPUT.set(_deep_merge(file_data, env_data))
+    try:
+        return Settings()
+    except ValidationError as exc:
+        errors = exc.errors(include_url=False, include_input=False)
+    finally:
+        _PREPARED_INPUT.reset(token)
+    # Raised outside the except block: the ValidationError (which prints input values,
+    # possibly secrets) must not ride along as __context__ into tracebacks or logs.
+    locator = _Locator(path, tree, _env_paths(environ))
+    raise ConfigError("\n".join(_format_errors(errors, locator)))
+
+
+def _read_yaml(path: Path) -> CommentedMap | None:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"configuration file {path} does not exist") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not UTF-8 text (byte {exc.start})") from None
+    except OSError as exc:
+        raise ConfigError(f"cannot read configuration file {path}: {exc.strerror}") from None
+    try:
+        tree = YAML(typ="rt").load(text)
+    except MarkedYAMLError as exc:
+        # str(exc) quotes the offending source line (maybe a secret): use only mark and problem.
+        mark = exc.problem_mark or exc.context_mark
+        where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
+        if isinstance(exc, DuplicateKeyError):
+            problem = "duplicate key"
+        else:
+            problem = exc.problem or exc.context or "syntax error"
+        raise ConfigError(f"{where}: invalid YAML: {problem}") from None
+    except YAMLError:
+        raise ConfigError(f"{path}: invalid YAML") from None
+    if tree is None:  # empty file: no clusters, which is valid
+        return None
+    if not isinstance(tree, CommentedMap):
+        kind = "a list" if isinstance(tree, CommentedSeq) else "a single value"
+        raise ConfigError(
+            f"{path}: the top level must be a mapping of sections such as kafka_clusters, "
+            f"not {kind}"
+        )
+    return tree
+
+
+class _UnsupportedValue(Exception):
+    def __init__(self, loc: tuple[str | int, ...], kind: str) -> None:
+        super().__init__(kind)
+        self.loc = loc
+        self.kind = kind
+
+
+def _plain(node: Any, loc: tuple[str | int, ...]) -> Any:
+    """ruamel's round-trip types as plain dict/list/str/int/float/bool/None."""
+    if isinstance(node, dict):  # CommentedMap is a dict
+        return {_plain_key(k, loc): _plain(v, (*loc, k)) for k, v in node.items()}
+    if isinstance(node, list):  # CommentedSeq is a list
+        return [_plain(v, (*loc, i)) for i, v in enumerate(node)]
+    if isinstance(node, bool):  # before int: ScalarBoolean is an int
+        return bool(node)
+    for kind in (str, int, float):
+        if isinstance(node, kind):
+            return kind(node)
+    if node is None:
+        return None
+    tag = getattr(getattr(node, "tag", None), "value", None)
+    raise _UnsupportedValue(loc, tag or type(node).__name__)
+
+
+def _plain_key(key: Any, loc: tuple[str | int, ...]) -> Any:
+    return str(key) if isinstance(key, str) else _plain(key, loc)
+
+
+def _deep_merge(base: Any, override: Any) -> Any:
+    """`override` wins; mappings merge key by key. Env keys arrive lower-cased, so an env key
+    matches a differently-cased file key when that is the only case-insensitive match."""
+    if not (isinstance(base, dict) and isinstance(override, dict)):
+        return override
+    merged = dict(base)
+    for key, value in override.items():
+        target = key
+        if key not in merged and isinstance(key, str):
+            matches = [k for k in merged if isinstance(k, str) and k.lower() == key.lower()]
+            if len(matches) == 1:
+                target = matches[0]
+        merged[target] = _deep_merge(merged[target], value) if target in merged else value
+    return merged
+
+
+def _env_paths(environ: Mapping[str, str]) -> dict[tuple[str, ...], str]:
+    """Lower-cased field path -> variable name, for every `OFFSETD_` variable."""
+    prefix = ENV_PREFIX.lower()
+    return {
+        tuple(name[len(prefix) :].lower().split(ENV_NESTED_DELIMITER)): name
+        for name in environ
+        if name.lower().startswith(prefix)
+    }
+
+
+def _env_parse_message(detail: str, environ: Mapping[str, str]) -> str:
+    # SettingsError names only the top-level field; list the variables that feed it.
+    match = re.search(r'field "([^"]+)"', detail)
+    field = match.group(1) if match else ""
+    names = sorted(name for path, name in _env_paths(environ).items() if path[0] == field)
+    where = ", ".join(names) if names else f"{ENV_PREFIX}*"
+    return f"environment {where}: cannot parse the value; list and mapping fields take JSON"
+
+
+class _Locator:
+    """Says where the value at a field path came from: a file line or an env variable."""
+
+    def __init__(
+        self, path: Path | None, tree: CommentedMap | None, env: dict[tuple[str, ...], str]
+    ) -> None:
+        self.path = path
+        self.tree = tree
+        self.env = env
+
+    def where(self, loc: tuple[str | int, ...]) -> str:
+        lowered = tuple(str(part).lower() for part in loc)
+        # The variable that set this value (or one of its ancestors)?
+        for depth in range(len(lowered), 0, -1):
+            name = self.env.get(lowered[:depth])
+            if name is not None:
+                return f"environment {name}"
+        depth, line = self._deepest_in_file(loc)
+        if depth < len(loc):
+            # The path leaves the file here: do variables create what lies below?
+            below = sorted(
+                name for path, name in self.env.items() if path[: depth + 1] == lowered[: depth + 1]
+            )
+            if below:
+                return "environment " + ", ".join(below)
+        if self.path is None:
+            return "environment"
+        return f"{self.path}:{line}" if line else str(self.path)
+
+    def _deepest_in_file(self, loc: tuple[str | int, ...]) -> tuple[int, int | None]:
+        """How many leading parts of `loc` exist in the YAML, and the 1-based line of the last."""
+        node: Any = self.tree
+        if node is None:
+            return 0, None
+        line: int | None = node.lc.line + 1
+        for depth, part in enumerate(loc):
+            if isinstance(node, CommentedMap) and part in node:
+                with contextlib.suppress(KeyError, TypeError):  # `<<:` merged keys: no position
+                    line = node.lc.key(part)[0] + 1
+                node = node[part]
+            elif isinstance(node, CommentedSeq) and isinstance(part, int) and part < len(node):
+                line = node.lc.item(part)[0] + 1
+                node = node[part]
+            else:
+                return depth, line
+        return len(loc), line
+
+
+_MESSAGES = {
+    "extra_forbidden": "unknown key",
+    "missing": "required field is missing",
+}
+
+
+def _format_errors(errors: list[ErrorDetails], locator: _Locator) -> list[str]:
+    lines: list[str] = []
+    for error in errors:
+        loc = tuple(part for part in error["loc"] if part != "[key]")
+        cause = (error.get("ctx") or {}).get("error")
+        if isinstance(cause, _LocatedError):
+            problems = [((*loc, *sub), msg) for sub, msg in cause.problems]
+        else:
+            msg = _MESSAGES.get(error["type"], error["msg"])
+            problems = [(loc, msg.removeprefix("Value error, "))]
+        for full_loc, msg in problems:
+            field = _dotted(full_loc)
+            lines.append(f"{locator.where(full_loc)}: {field + ': ' if field else ''}{msg}")
+    return lines
+
+
+_PLAIN_KEY_RE = re.compile(r"[A-Za-z0-9_-]+")
+
+
+def _dotted(loc: tuple[Any, ...]) -> str:
+    """`connect_clusters.local.dlq_topics[0]`; keys with dots are quoted in brackets."""
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif _PLAIN_KEY_RE.fullmatch(str(part)):
+            out += f".{part}" if out else str(part)
+        else:
+            out += f"[{json.dumps(str(part))}]"
+    return out

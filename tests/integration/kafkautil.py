@@ -1,0 +1,140 @@
+"""Small helpers the integration tests share: topics, produce, consume, REST and polling."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+from urllib.parse import quote
+
+import httpx
+from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient
+from confluent_kafka.cimpl import NewTopic
+
+T = TypeVar("T")
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+def wait_for(what: str, probe: Callable[[], T | None], timeout_s: float = 60.0) -> T:
+    """Poll until `probe` returns something truthy; fail naming `what` and the last value seen."""
+    deadline = time.monotonic() + timeout_s
+    last: T | None = None
+    while time.monotonic() < deadline:
+        last = probe()
+        if last:
+            return last
+        time.sleep(0.5)
+    raise AssertionError(f"timed out after {timeout_s} s waiting for {what}; last seen: {last!r}")
+
+
+def offset_of(msg: Message) -> int:
+    offset = msg.offset()
+    assert offset is not None
+    return offset
+
+
+def headers_of(msg: Message) -> dict[str, bytes]:
+    """A record's headers as a dict (the client returns a list of pairs for consumed records)."""
+    raw = msg.headers() or []
+    pairs = raw.items() if isinstance(raw, dict) else raw
+    return {key: value for key, value in pairs if isinstance(value, bytes)}
+
+
+def create_topic(bootstrap: str, name: str, partitions: int = 1) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    futures = admin.create_topics([NewTopic(name, partitions, 1)], operation_timeout=30)
+    for future in futures.values():
+        future.result(timeout=30)
+
+
+def produce(
+    bootstrap: str,
+    topic: str,
+    records: Sequence[tuple[bytes | None, bytes | None]],
+    partition: int = 0,
+) -> list[int]:
+    """Produce in order to one partition and return the offsets the broker assigned."""
+    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
+    offsets: list[int] = []
+    errors: list[KafkaError] = []
+
+    def on_delivery(err: KafkaError | None, msg: Message) -> None:
+        if err is not None:
+            errors.append(err)
+        else:
+            offsets.append(offset_of(msg))
+
+    for key, value in records:
+        producer.produce(topic, value=value, key=key, partition=partition, on_delivery=on_delivery)
+    remaining = producer.flush(30)
+    assert remaining == 0, f"{remaining} records not delivered to {topic}"
+    assert not errors, f"delivery errors: {errors}"
+    return offsets
+
+
+def consume_all(
+    bootstrap: str, topic: str, partition: int = 0, timeout_s: float = 10
+) -> list[Message]:
+    """Every record currently in one partition, read without a consumer group."""
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": unique("reader"), "enable.auto.commit": False}
+    )
+    try:
+        tp = TopicPartition(topic, partition)
+        low, high = consumer.get_watermark_offsets(tp, timeout=10)
+        consumer.assign([TopicPartition(topic, partition, low)])
+        out: list[Message] = []
+        deadline = time.monotonic() + timeout_s
+        while (not out or offset_of(out[-1]) < high - 1) and time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is None:
+                continue
+            assert msg.error() is None, msg.error()
+            out.append(msg)
+        return out
+    finally:
+        consumer.close()
+
+
+class ConnectClient:
+    """Plain REST calls for tests (deliberately not offsetd's own client, which tests check)."""
+
+    def __init__(self, url: str) -> None:
+        self.http = httpx.Client(base_url=url, timeout=30)
+
+    @staticmethod
+    def path(name: str, suffix: str = "") -> str:
+        return f"/connectors/{quote(name, safe='')}{suffix}"
+
+    def create(self, name: str, config: dict[str, str]) -> None:
+        response = self.http.put(self.path(name, "/config"), json=config)
+        assert response.status_code in (200, 201), response.text
+
+    def delete(self, name: str) -> None:
+        self.http.delete(self.path(name))
+
+    def status(self, name: str) -> dict[str, Any] | None:
+        response = self.http.get(self.path(name, "/status"))
+        return response.json() if response.status_code == 200 else None
+
+    def offsets(self, name: str) -> dict[str, Any]:
+        response = self.http.get(self.path(name, "/offsets"))
+        assert response.status_code == 200, response.text
+        result: dict[str, Any] = response.json()
+        return result
+
+    def wait_running(self, name: str, timeout_s: float = 60) -> dict[str, Any]:
+        def probe() -> dict[str, Any] | None:
+            status = self.status(name)
+            if status is None:
+                return None
+            states = [status["connector"]["state"]] + [t["state"] for t in status["tasks"]]
+            assert "FAILED" not in states, status
+            return status if status["tasks"] and set(states) == {"RUNNING"} else None
+
+        return wait_for(f"{name} RUNNING", probe, timeout_s)

@@ -1,0 +1,113 @@
+"""`offsetd dev` as a person runs it: a second, two-worker stack beside the session's stack."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from offsetd.config import load_settings
+from offsetd.devstack import procs
+from offsetd.devstack.mm2 import SOURCE_CONNECTOR
+from tests.integration.kafkautil import ConnectClient, wait_for
+
+pytestmark = pytest.mark.integration
+
+
+def offsetd(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "offsetd", *args],
+        capture_output=True,
+        text=True,
+        timeout=400,
+        env=env,
+        check=False,
+    )
+
+
+def test_detached_two_worker_stack_env_config_and_down(tmp_path: Path) -> None:
+    run_dir = str(tmp_path / "stack")
+    started = offsetd("dev", "up", "--detach", "--workers", "2", "--run-dir", run_dir)
+    try:
+        assert started.returncode == 0, started.stderr
+        env = json.loads(offsetd("dev", "env", "--json", "--run-dir", run_dir).stdout)
+        assert set(env["clusters"]) == {"east", "west"}
+        assert env["connect"]["url"] == env["connect"]["urls"][0]
+        assert len(env["connect"]["urls"]) == 2
+
+        # Both workers answer for the same group: each lists the MM2 set.
+        for url in env["connect"]["urls"]:
+            assert SOURCE_CONNECTOR in ConnectClient(url).http.get("/connectors").json()
+
+        # The connectors and tasks are spread over both workers (a real group, not two clusters).
+        def worker_ids() -> set[str] | None:
+            ids = set()
+            for entry in (
+                ConnectClient(env["connect"]["url"])
+                .http.get("/connectors", params={"expand": "status"})
+                .json()
+                .values()
+            ):
+                status = entry["status"]
+                ids |= {status["connector"]["worker_id"]} | {
+                    t["worker_id"] for t in status["tasks"]
+                }
+            return ids if len(ids) == 2 else None
+
+        ids = wait_for("work on both workers", worker_ids)
+        assert {f"127.0.0.1:{u.rsplit(':', 1)[1]}" for u in env["connect"]["urls"]} == ids
+
+        config_path = tmp_path / "offsetd.yaml"
+        written = offsetd("dev", "env", "--run-dir", run_dir, "--write-config", str(config_path))
+        assert written.returncode == 0, written.stderr
+        settings = load_settings(config_path, environ={})
+        assert (
+            settings.kafka_clusters["west"].bootstrap_servers
+            == (env["clusters"]["west"]["bootstrap.servers"])
+        )
+        local = settings.connect_clusters["local"]
+        assert str(local.url).rstrip("/") == env["connect"]["url"]
+        assert local.kafka_cluster == "west"
+        assert local.offsets_topic == "connect-offsets"
+
+        records = procs.load(Path(run_dir) / "processes.json")
+        assert sorted(r.name for r in records) == [
+            "connect-1",
+            "connect-2",
+            "kafka-east",
+            "kafka-west",
+        ]
+        assert all(r.matches_live_process() for r in records)
+    finally:
+        stopped = offsetd("dev", "down", "--run-dir", run_dir)
+    assert stopped.returncode == 0, stopped.stderr
+    assert not any(r.matches_live_process() for r in records)
+    assert offsetd("dev", "env", "--run-dir", run_dir).returncode != 0
+
+
+def test_a_taken_port_is_one_clear_sentence_and_starts_nothing(tmp_path: Path) -> None:
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        taken = holder.getsockname()[1]
+        result = offsetd(
+            "dev", "up", "--detach", "--base-port", str(taken - 2), "--run-dir", str(tmp_path)
+        )
+    assert result.returncode == 3
+    assert f"port {taken} on 127.0.0.1 cannot be bound" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert procs.load(tmp_path / "processes.json") == []
+
+
+def test_missing_java_names_the_problem(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "JAVA_HOME"}
+    env["PATH"] = str(Path(sys.executable).parent)  # python and offsetd, but no java
+    result = offsetd("dev", "up", "--detach", "--run-dir", str(tmp_path), env=env)
+    assert result.returncode == 3
+    assert "java was not found on PATH: install Java 17 or newer" in result.stderr
+    assert "Traceback" not in result.stderr

@@ -1,0 +1,96 @@
+"""Pure parts of the local stack: ids, properties, the offsetd.yaml it writes, error texts."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from offsetd.config import Settings
+from offsetd.devstack import jars, kafka, mm2
+from offsetd.devstack.connect import WorkerGroup
+from offsetd.devstack.errors import DevStackError
+from offsetd.devstack.stack import StackInfo
+
+
+def test_cluster_ids_look_like_kafka_uuids() -> None:
+    ids = {kafka.new_cluster_id() for _ in range(200)}
+    assert len(ids) == 200
+    for cluster_id in ids:
+        assert len(cluster_id) == 22
+        assert not cluster_id.startswith("-")
+        assert set(cluster_id) <= set(
+            "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+        )
+
+
+def test_single_node_settings_never_ask_for_three_replicas(tmp_path: Path) -> None:
+    node = kafka.KafkaNode("east", 9092, 9093, kafka.new_cluster_id(), tmp_path)
+    props = node.properties()
+    for key, value in props.items():
+        if "replication.factor" in key or key.endswith("min.isr"):
+            assert value == 1, key
+    assert props["controller.quorum.voters"] == "1@127.0.0.1:9093"
+    assert "0.0.0.0" not in str(props["advertised.listeners"])  # noqa: S104
+    worker = WorkerGroup(bootstrap=node.bootstrap).worker_properties(8083)
+    assert worker["listeners"] == "http://127.0.0.1:8083"
+    assert worker["offset.flush.interval.ms"] == 1000
+    assert "plugin.path" not in worker  # plugins come from the classpath, each loaded once
+
+
+def test_mm2_connectors_use_byte_array_converters_and_strimzi_names() -> None:
+    mirror = mm2.Mm2Set("127.0.0.1:1", "127.0.0.1:2", "/tmp/audit")
+    assert mm2.SOURCE_CONNECTOR == "east->west.MirrorSourceConnector"
+    assert mm2.CHECKPOINT_CONNECTOR == "east->west.MirrorCheckpointConnector"
+    for config in (mirror.source(), mirror.checkpoint(), mirror.heartbeat()):
+        for key in ("key.converter", "value.converter", "header.converter"):
+            assert config[key] == mm2.BYTES
+    assert mirror.heartbeat()["producer.override.bootstrap.servers"] == "127.0.0.1:1"
+    assert mirror.heartbeat()["target.cluster.alias"] == "east"
+
+
+def test_written_config_validates() -> None:
+    info = StackInfo(
+        run_dir="/x",
+        clusters={
+            "east": {"bootstrap.servers": "127.0.0.1:1", "cluster.id": "a"},
+            "west": {"bootstrap.servers": "127.0.0.1:2", "cluster.id": "b"},
+        },
+        connect={
+            "url": "http://127.0.0.1:3",
+            "urls": ["http://127.0.0.1:3"],
+            "kafka_cluster": "west",
+            "group.id": "connect-cluster",
+            "offset.storage.topic": "connect-offsets",
+            "config.storage.topic": "connect-configs",
+            "status.storage.topic": "connect-status",
+        },
+        mm2={},
+    )
+    settings = Settings.model_validate(info.offsetd_config())
+    assert settings.connect_clusters["local"].kafka_cluster == "west"
+
+
+def test_failed_jar_download_is_one_sentence(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    failing_mvn = bin_dir / "mvn"
+    failing_mvn.write_text("#!/bin/sh\necho '[ERROR] Could not transfer artifact' >&2\nexit 1\n")
+    failing_mvn.chmod(failing_mvn.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}/usr/bin:/bin")
+    monkeypatch.setenv("OFFSETD_JAR_CACHE", str(tmp_path / "cache"))
+    with pytest.raises(DevStackError, match="mvn could not fetch the Kafka jars") as err:
+        jars.ensure_kafka_jars()
+    assert "Could not transfer artifact" in str(err.value)
+    assert not any((tmp_path / "cache").glob("kafka-*/.complete"))
+
+
+def test_missing_maven_names_the_tool(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setenv("OFFSETD_JAR_CACHE", str(tmp_path / "cache"))
+    with pytest.raises(DevStackError, match="mvn was not found on PATH: install Apache Maven"):
+        jars.ensure_kafka_jars()
