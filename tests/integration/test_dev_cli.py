@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -14,6 +15,7 @@ import pytest
 from offsetd.config import load_settings
 from offsetd.devstack import procs
 from offsetd.devstack.mm2 import SOURCE_CONNECTOR
+from offsetd.devstack.stack import Stack
 from tests.integration.kafkautil import ConnectClient, wait_for
 
 pytestmark = pytest.mark.integration
@@ -111,3 +113,27 @@ def test_missing_java_names_the_problem(tmp_path: Path) -> None:
     assert result.returncode == 3
     assert "java was not found on PATH: install Java 17 or newer" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_foreground_up_stops_everything_on_ctrl_c(tmp_path: Path) -> None:
+    run_dir = tmp_path / "fg"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "offsetd", "dev", "up", "--run-dir", str(run_dir)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        wait_for("the foreground stack", (run_dir / "stack.json").exists, 240)
+        records = procs.load(run_dir / "processes.json")
+        assert len(records) == 3
+        assert all(r.matches_live_process() for r in records)
+        proc.send_signal(signal.SIGINT)
+        _, stderr = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            Stack(run_dir).down()
+    assert proc.returncode == 0, stderr
+    assert "stopping connect-1, kafka-east, kafka-west" in stderr
+    assert not any(r.matches_live_process() for r in records)

@@ -117,7 +117,7 @@ class Stack:
             info = self._start(java, jar_dir, ports, workers, time.monotonic() + timeout_s)
         except BaseException:
             self.log("start-up failed; stopping the processes it started")
-            procs.stop(self._records)
+            _stop_in_order(self._records)
             self._state_file.unlink(missing_ok=True)
             raise
         info.started_in_s = round(time.monotonic() - started, 1)
@@ -126,8 +126,7 @@ class Stack:
 
     def down(self) -> list[str]:
         """Stop exactly the recorded processes that are still ours; safe to call twice."""
-        records = procs.load(self._procs_file)
-        stopped = procs.stop(records)
+        stopped = _stop_in_order(procs.load(self._procs_file))
         self._procs_file.unlink(missing_ok=True)
         self._state_file.unlink(missing_ok=True)
         return stopped
@@ -317,6 +316,12 @@ class Stack:
                     f"{what} was not ready in time; see {record.log} for what it was doing"
                 )
             time.sleep(0.5)
+
+
+def _stop_in_order(records: list[procs.ProcessRecord]) -> list[str]:
+    """Connect workers first, while their brokers still answer, so they leave the group cleanly."""
+    workers = [r for r in records if r.name.startswith("connect-")]
+    return procs.stop(workers) + procs.stop([r for r in records if r not in workers])
 
 
 def _death_message(what: str, record: procs.ProcessRecord) -> str:
