@@ -779,7 +779,7 @@ def runner() -> CliRunner:
 def test_check_succeeds(runner: CliRunner, tmp_path: Path) -> None:
     result = runner.invoke(config_cli, ["check", "--config", str(write(tmp_path, FULL))])
     assert result.exit_code == 0
-    assert result.stdout == "ok: 2 Kafka clusters, 1 Connect clusters\n"
+    assert result.stdout == "ok: 2 Kafka clusters, 1 Connect cluster\n"
 
 
 def test_check_takes_the_path_from_offsetd_config(runner: CliRunner, tmp_path: Path) -> None:

@@ -42,9 +42,10 @@ def config() -> None:
 def check(config_path: Path) -> None:
     """Validate the configuration file and environment; exit 2 on errors."""
     settings = _load(config_path)
+    kafka, connect = len(settings.kafka_clusters), len(settings.connect_clusters)
     click.echo(
-        f"ok: {len(settings.kafka_clusters)} Kafka clusters, "
-        f"{len(settings.connect_clusters)} Connect clusters"
+        f"ok: {kafka} Kafka cluster{'s' * (kafka != 1)}, "
+        f"{connect} Connect cluster{'s' * (connect != 1)}"
     )
 
 
