@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,7 +21,13 @@ def stack() -> Iterator[StackInfo]:
 
     The run folder is fixed so that a test run killed before teardown leaves PID records behind
     that the next run can use; `down` only signals processes whose start time still matches.
+    For quick local iterations, OFFSETD_TEST_REUSE_STACK=<run dir of `offsetd dev up --detach`>
+    runs the tests against that stack and leaves it running (CI never sets it).
     """
+    reuse = os.environ.get("OFFSETD_TEST_REUSE_STACK")
+    if reuse:
+        yield Stack(Path(reuse)).info()
+        return
     local = Stack(TEST_STACK_DIR, log=print)
     local.down()
     info = local.up(workers=1)
