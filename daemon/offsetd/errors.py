@@ -1,10 +1,26 @@
 """Exceptions that offsetd raises on purpose.
 
 Every error meant for an operator derives from `OffsetdError`, so the CLI can catch one
-type, print its message (never a traceback) and exit with its `exit_code`::
+type, print its message (never a traceback) and exit with its `exit_code`. Each situation a
+script may want to tell apart has its own code::
 
-    OffsetdError            exit 1   base: anything offsetd reports to the operator
-    └── ConfigError         exit 2   the configuration file or environment is invalid
+    OffsetdError                exit 1   base: anything offsetd reports to the operator
+    ├── ConfigError             exit 2   the configuration file or environment is invalid
+    ├── DevStackError           exit 3   the local stack (offsetd.devstack.errors)
+    ├── ConnectorNotFound       exit 4   Connect answered 404 for the connector
+    ├── ConnectBusy             exit 5   409 (rebalance) or lingering sink tasks, after retries
+    ├── NotStoppedInTime        exit 6   the connector did not reach STOPPED with no tasks
+    ├── ConnectorRejected       exit 7   the connector's own alterOffsets refused (Connect 500)
+    ├── ConnectTooOld           exit 8   the worker predates the offsets REST API (< 3.6)
+    ├── InvalidDocument         exit 9   an offsets document or ConfigMap is invalid
+    ├── ConnectorStateRefused   exit 10  the connector is FAILED/UNASSIGNED: nothing was touched
+    ├── StrimziManaged          exit 11  the cluster is run by Strimzi: change offsets via its CRs
+    ├── ConnectUnavailable      exit 12  Connect could not be reached or refused us
+    ├── ChangeIncomplete        exit 13  a change failed past the stop step (state is reported)
+    ├── OfflineRefused          exit 14  offline writes while workers run (offsetd.offsets.offline)
+    ├── UndoConflict            exit 15  offsets moved since the change being undone
+    ├── SnapshotNotFound        exit 16  no snapshot with that id (offsetd.offsets.snapshots)
+    └── TargetOutOfRange        exit 17  a target lies outside a partition's log
 
 Messages must be safe to print and log: they never carry secret values.
 """
@@ -23,3 +39,51 @@ class ConfigError(OffsetdError):
     """
 
     exit_code = 2
+
+
+class ConnectorNotFound(OffsetdError):
+    exit_code = 4
+
+
+class ConnectBusy(OffsetdError):
+    exit_code = 5
+
+
+class NotStoppedInTime(OffsetdError):
+    exit_code = 6
+
+
+class ConnectorRejected(OffsetdError):
+    exit_code = 7
+
+
+class ConnectTooOld(OffsetdError):
+    exit_code = 8
+
+
+class InvalidDocument(OffsetdError):
+    exit_code = 9
+
+
+class ConnectorStateRefused(OffsetdError):
+    exit_code = 10
+
+
+class StrimziManaged(OffsetdError):
+    exit_code = 11
+
+
+class ConnectUnavailable(OffsetdError):
+    exit_code = 12
+
+
+class ChangeIncomplete(OffsetdError):
+    exit_code = 13
+
+
+class UndoConflict(OffsetdError):
+    exit_code = 15
+
+
+class TargetOutOfRange(OffsetdError):
+    exit_code = 17

@@ -1,0 +1,1 @@
+"""Kafka Connect's REST API, as offsetd uses it."""

@@ -1,0 +1,281 @@
+"""An async client for Kafka Connect's REST API (KIP-875 offsets, lifecycle, status).
+
+Every failure becomes an `OffsetdError` subclass with a one-sentence message a person can act on.
+Connect's own transient states are retried here, once, for every caller: 409 while the group
+rebalances, and the 500 Connect returns while a stopped sink's tasks are still leaving the
+consumer group (Connect itself says that retrying is safe).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+
+from offsetd.config import ConnectCluster
+from offsetd.errors import (
+    ConnectBusy,
+    ConnectorNotFound,
+    ConnectorRejected,
+    ConnectTooOld,
+    ConnectUnavailable,
+    OffsetdError,
+)
+from offsetd.offsets.model import OffsetEntry, entries_from_json
+
+OFFSETS_API_VERSION = (3, 6)
+_LINGERING_SINK_TASKS = "either because its tasks haven't stopped completely yet"
+FRAMEWORK_ONLY_PREFIX = "The Connect framework-managed offsets"
+
+
+@dataclass(frozen=True)
+class TaskState:
+    id: int
+    state: str
+    worker_id: str
+    trace: str | None = None
+
+
+@dataclass(frozen=True)
+class ConnectorState:
+    name: str
+    state: str
+    worker_id: str
+    tasks: tuple[TaskState, ...]
+    type: str
+    trace: str | None = None
+
+    @classmethod
+    def from_json(cls, raw: dict[str, Any]) -> ConnectorState:
+        return cls(
+            name=raw["name"],
+            state=raw["connector"]["state"],
+            worker_id=raw["connector"].get("worker_id", ""),
+            trace=raw["connector"].get("trace"),
+            tasks=tuple(
+                TaskState(t["id"], t["state"], t.get("worker_id", ""), t.get("trace"))
+                for t in raw.get("tasks", [])
+            ),
+            type=raw.get("type", "unknown"),
+        )
+
+    def all_running(self, min_tasks: int = 1) -> bool:
+        return (
+            self.state == "RUNNING"
+            and len(self.tasks) >= min_tasks
+            and all(t.state == "RUNNING" for t in self.tasks)
+        )
+
+    def failed_part(self) -> str | None:
+        """'connector' or 'task N' with the first line of its trace, if anything FAILED."""
+        if self.state == "FAILED":
+            return f"the connector FAILED: {_first_line(self.trace)}"
+        for task in self.tasks:
+            if task.state == "FAILED":
+                return f"task {task.id} FAILED: {_first_line(task.trace)}"
+        return None
+
+
+def _first_line(trace: str | None) -> str:
+    return (trace or "no trace").strip().splitlines()[0][:300]
+
+
+@dataclass(frozen=True)
+class ConnectorInfo:
+    name: str
+    config: dict[str, str]
+    type: str
+    task_count: int
+
+    @property
+    def connector_class(self) -> str:
+        return self.config.get("connector.class", "")
+
+    @classmethod
+    def from_json(cls, raw: dict[str, Any]) -> ConnectorInfo:
+        return cls(
+            raw["name"],
+            dict(raw.get("config", {})),
+            raw.get("type", "unknown"),
+            len(raw.get("tasks", [])),
+        )
+
+
+@dataclass(frozen=True)
+class Backoff:
+    """Retries for Connect's transient refusals: `attempts` tries, delays doubling to `max_s`."""
+
+    attempts: int = 8
+    first_s: float = 0.5
+    max_s: float = 5.0
+
+    def delays(self) -> Iterable[float]:
+        delay = self.first_s
+        for _ in range(self.attempts - 1):
+            yield delay
+            delay = min(delay * 2, self.max_s)
+
+
+class ConnectClient:
+    """Connect's REST API for one cluster. Build it with `for_cluster` or `for_url`."""
+
+    def __init__(
+        self,
+        http: httpx.AsyncClient,
+        *,
+        backoff: Backoff | None = None,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    ) -> None:
+        self._http = http
+        self._backoff = backoff or Backoff()
+        self._sleep = sleep
+        self.url = str(http.base_url).rstrip("/")
+
+    @classmethod
+    def for_cluster(cls, cluster: ConnectCluster, timeout_s: float = 95.0) -> ConnectClient:
+        # Connect bounds its own offset work at 90 s; wait a little longer than that.
+        return cls(httpx.AsyncClient(timeout=timeout_s, **cluster.httpx_options()))
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    async def __aenter__(self) -> ConnectClient:
+        return self
+
+    async def __aexit__(self, *_exc: object) -> None:
+        await self.aclose()
+
+    # -- reads ----------------------------------------------------------------------------------
+
+    async def root(self) -> dict[str, Any]:
+        result: dict[str, Any] = (await self._call("GET", "/", what="reach Connect")).json()
+        return result
+
+    async def version(self) -> tuple[int, ...]:
+        text = str((await self.root()).get("version", "0"))
+        return tuple(int(p) for p in text.split("-", maxsplit=1)[0].split(".")[:3] if p.isdigit())
+
+    async def require_offsets_api(self) -> None:
+        version = await self.version()
+        if version < OFFSETS_API_VERSION:
+            shown = ".".join(map(str, version))
+            raise ConnectTooOld(
+                f"Connect {shown} at {self.url} has no offsets REST API (it needs 3.6 or newer); "
+                "use --offline"
+            )
+
+    async def connector_names(self) -> list[str]:
+        names: list[str] = (await self._call("GET", "/connectors", what="list connectors")).json()
+        return sorted(names)
+
+    async def info(self, name: str) -> ConnectorInfo:
+        response = await self._call("GET", _path(name), name=name, what="read the connector")
+        return ConnectorInfo.from_json(response.json())
+
+    async def status(self, name: str) -> ConnectorState:
+        response = await self._call("GET", _path(name, "/status"), name=name, what="read status")
+        return ConnectorState.from_json(response.json())
+
+    async def offsets(self, name: str) -> list[OffsetEntry]:
+        response = await self._call("GET", _path(name, "/offsets"), name=name, what="read offsets")
+        return entries_from_json(response.json().get("offsets", []))
+
+    # -- changes --------------------------------------------------------------------------------
+
+    async def stop(self, name: str) -> None:
+        await self._call("PUT", _path(name, "/stop"), name=name, what="stop the connector")
+
+    async def pause(self, name: str) -> None:
+        await self._call("PUT", _path(name, "/pause"), name=name, what="pause the connector")
+
+    async def resume(self, name: str) -> None:
+        await self._call("PUT", _path(name, "/resume"), name=name, what="resume the connector")
+
+    async def restart_failed(self, name: str) -> ConnectorState:
+        response = await self._call(
+            "POST",
+            _path(name, "/restart"),
+            name=name,
+            what="restart failed tasks",
+            params={"includeTasks": "true", "onlyFailed": "true"},
+        )
+        return ConnectorState.from_json(response.json())
+
+    async def patch_offsets(self, name: str, entries: list[OffsetEntry]) -> str:
+        """PATCH the listed partitions; returns Connect's message (see FRAMEWORK_ONLY_PREFIX)."""
+        body = {"offsets": [e.as_json() for e in entries]}
+        response = await self._call(
+            "PATCH", _path(name, "/offsets"), name=name, what="alter offsets", json=body
+        )
+        return str(response.json().get("message", ""))
+
+    async def delete_offsets(self, name: str) -> str:
+        response = await self._call(
+            "DELETE", _path(name, "/offsets"), name=name, what="reset offsets"
+        )
+        return str(response.json().get("message", ""))
+
+    # -- plumbing -------------------------------------------------------------------------------
+
+    async def _call(
+        self, method: str, path: str, *, what: str, name: str | None = None, **kwargs: Any
+    ) -> httpx.Response:
+        delays = iter(self._backoff.delays())
+        while True:
+            try:
+                response = await self._http.request(method, path, **kwargs)
+            except httpx.HTTPError as exc:
+                raise ConnectUnavailable(
+                    f"could not {what}: Connect at {self.url} did not answer ({type(exc).__name__})"
+                ) from None
+            if response.is_success:
+                return response
+            message = _error_message(response)
+            if _transient(response.status_code, message):
+                delay = next(delays, None)
+                if delay is not None:
+                    await self._sleep(delay)
+                    continue
+                raise ConnectBusy(
+                    f"could not {what}{_for(name)}: Connect kept refusing "
+                    f"({response.status_code}: {message}); retry when the group is stable"
+                )
+            raise _error_for(response.status_code, message, what, name, self.url)
+
+
+def _path(name: str, suffix: str = "") -> str:
+    return f"/connectors/{quote(name, safe='')}{suffix}"
+
+
+def _for(name: str | None) -> str:
+    return f" for {name}" if name else ""
+
+
+def _error_message(response: httpx.Response) -> str:
+    try:
+        body = response.json()
+    except ValueError:
+        return response.text.strip()[:300] or response.reason_phrase
+    if isinstance(body, dict) and "message" in body:
+        return str(body["message"])
+    return str(body)[:300]
+
+
+def _transient(status: int, message: str) -> bool:
+    return status == 409 or (status == 500 and _LINGERING_SINK_TASKS in message)
+
+
+def _error_for(status: int, message: str, what: str, name: str | None, url: str) -> OffsetdError:
+    if status == 404 and name is not None:
+        return ConnectorNotFound(f"connector {name!r} does not exist on Connect at {url}")
+    if status in (401, 403):
+        return ConnectUnavailable(
+            f"could not {what}: Connect at {url} refused our credentials ({status})"
+        )
+    if status == 500 and what in ("alter offsets", "reset offsets"):
+        return ConnectorRejected(f"Connect refused to {what}{_for(name)}: {message}")
+    return OffsetdError(f"could not {what}{_for(name)}: Connect answered {status}: {message}")
