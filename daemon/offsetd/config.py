@@ -414,6 +414,14 @@ class ConnectCluster(_Model):
         return context
 
 
+class OffsetsSettings(_Model):
+    """Where the offsets toolkit keeps its snapshots (the before/after images behind undo)."""
+
+    snapshots_topic: TopicName = "offsetd.snapshots"
+    # Default: the Kafka cluster of the Connect cluster being changed.
+    snapshots_kafka_cluster: Alias | None = None
+
+
 # -- the whole configuration --------------------------------------------------------------------
 
 
@@ -432,6 +440,9 @@ class Settings(BaseSettings):
     )
     connect_clusters: Annotated[dict[Alias, ConnectCluster], _none_to_empty(dict)] = Field(
         default_factory=dict
+    )
+    offsets: Annotated[OffsetsSettings, _none_to_empty(OffsetsSettings)] = Field(
+        default_factory=OffsetsSettings
     )
 
     @classmethod
@@ -460,6 +471,14 @@ class Settings(BaseSettings):
             for name, cluster in self.connect_clusters.items()
             if cluster.kafka_cluster not in self.kafka_clusters
         ]
+        snapshots = self.offsets.snapshots_kafka_cluster
+        if snapshots is not None and snapshots not in self.kafka_clusters:
+            problems.append(
+                (
+                    ("offsets", "snapshots_kafka_cluster"),
+                    f"unknown Kafka cluster alias {snapshots!r} (known: {known})",
+                )
+            )
         if problems:
             raise _LocatedError(problems)
         return self

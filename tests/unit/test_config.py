@@ -102,6 +102,7 @@ FULL_REDACTED: dict[str, Any] = {
             "orchestrator": "strimzi",
         }
     },
+    "offsets": {"snapshots_topic": "offsetd.snapshots", "snapshots_kafka_cluster": None},
 }
 
 

@@ -5,6 +5,7 @@ import click
 from offsetd import __version__
 from offsetd.cli.config import config
 from offsetd.cli.dev import dev
+from offsetd.cli.offsets import offsets
 
 
 @click.group()
@@ -15,3 +16,4 @@ def main() -> None:
 
 main.add_command(config)
 main.add_command(dev)
+main.add_command(offsets)

@@ -85,6 +85,9 @@ class Mm2Set:
             "key.converter": BYTES,
             "value.converter": BYTES,
             "consumer.override.bootstrap.servers": self.east_bootstrap,
+            # Connect reads and alters a sink's group with its admin client: point it at east too,
+            # or GET /offsets looks for the group on the worker's cluster and finds nothing.
+            "admin.override.bootstrap.servers": self.east_bootstrap,
             "consumer.override.group.id": AUDIT_GROUP,
             "consumer.override.auto.offset.reset": "earliest",
         }

@@ -16,6 +16,7 @@ from typing import Any
 
 from ruamel.yaml import YAML
 from ruamel.yaml.error import YAMLError
+from ruamel.yaml.scalarstring import LiteralScalarString
 
 from offsetd.errors import InvalidDocument
 from offsetd.offsets.model import ConnectorKind, JsonScalar, OffsetEntry
@@ -240,8 +241,8 @@ def configmaps(offsets: Mapping[str, list[OffsetEntry]]) -> str:
             "kind": "ConfigMap",
             "metadata": {"name": configmap_name(name)},
             "data": {
-                configmap_key(name): json.dumps(
-                    {"offsets": [e.as_json() for e in entries]}, indent=2
+                configmap_key(name): LiteralScalarString(
+                    json.dumps({"offsets": [e.as_json() for e in entries]}, indent=2) + "\n"
                 )
             },
         }

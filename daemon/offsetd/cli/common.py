@@ -1,0 +1,196 @@
+"""What every offsets command shares: the Connect cluster, the snapshot store, errors."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import os
+import sys
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+import httpx
+
+from offsetd.config import DEFAULT_CONFIG_PATH, Settings, load_settings
+from offsetd.connect.client import ConnectClient
+from offsetd.errors import ConfigError, OffsetdError
+from offsetd.offsets.location import WorkerView, parse_properties, worker_view
+from offsetd.offsets.snapshots import (
+    FileSnapshotStore,
+    KafkaSnapshotStore,
+    SnapshotStore,
+    default_file_store,
+)
+
+F = TypeVar("F", bound=Callable[..., Any])
+T = TypeVar("T")
+
+
+@dataclass
+class Target:
+    """The Connect cluster a command works on, and everything resolved around it."""
+
+    settings: Settings | None
+    name: str
+    client: ConnectClient
+    orchestrator: str
+    worker: WorkerView
+    store: SnapshotStore
+    output: str
+
+
+def connect_options(func: F) -> F:
+    """Options to pick the Connect cluster (offsetd.yaml or a URL) and the output format."""
+    options = [
+        click.option(
+            "--config",
+            "config_path",
+            type=click.Path(dir_okay=False, path_type=Path),
+            envvar="OFFSETD_CONFIG",
+            default=None,
+            help=f"offsetd.yaml (default: ./{DEFAULT_CONFIG_PATH} if present).",
+        ),
+        click.option(
+            "--connect-cluster",
+            default=None,
+            help="Connect cluster name in offsetd.yaml (default: the only one).",
+        ),
+        click.option(
+            "--connect-url", default=None, help="Connect REST URL, instead of the config."
+        ),
+        click.option("--username", default=None, help="Basic auth user for --connect-url."),
+        click.option(
+            "--password",
+            envvar="OFFSETD_CONNECT_PASSWORD",
+            default=None,
+            help="Basic auth password (better: $OFFSETD_CONNECT_PASSWORD).",
+        ),
+        click.option(
+            "--ca-file",
+            type=click.Path(exists=True, dir_okay=False),
+            default=None,
+            help="CA bundle for an https --connect-url.",
+        ),
+        click.option("--insecure", is_flag=True, help="Do not verify Connect's TLS certificate."),
+        click.option(
+            "--worker-config",
+            type=click.Path(exists=True, dir_okay=False, path_type=Path),
+            default=None,
+            help="The workers' worker.properties (topics, group, EOS).",
+        ),
+        click.option(
+            "--snapshot-dir",
+            type=click.Path(file_okay=False, path_type=Path),
+            default=None,
+            help="Keep snapshots in this folder instead of Kafka.",
+        ),
+        click.option(
+            "--output",
+            "-o",
+            type=click.Choice(["table", "json"]),
+            default="table",
+            show_default=True,
+        ),
+    ]
+    for option in reversed(options):
+        func = option(func)
+    return func
+
+
+def resolve_target(
+    config_path: Path | None,
+    connect_cluster: str | None,
+    connect_url: str | None,
+    username: str | None,
+    password: str | None,
+    ca_file: str | None,
+    insecure: bool,
+    worker_config: Path | None,
+    snapshot_dir: Path | None,
+    output: str,
+) -> Target:
+    settings = _settings(config_path, required=connect_url is None)
+    properties = parse_properties(worker_config.read_text()) if worker_config else {}
+    if connect_url is not None:
+        verify: Any = False if insecure else (ca_file or True)
+        auth = httpx.BasicAuth(username, password or "") if username else None
+        client = ConnectClient(
+            httpx.AsyncClient(base_url=connect_url, auth=auth, verify=verify, timeout=95.0)
+        )
+        name, orchestrator = connect_url, "none"
+        cluster_name = connect_cluster
+    else:
+        assert settings is not None
+        cluster_name = _pick(settings, connect_cluster)
+        cluster = settings.connect_clusters[cluster_name]
+        client = ConnectClient.for_cluster(cluster)
+        name, orchestrator = cluster_name, cluster.orchestrator
+    worker = worker_view(settings, cluster_name, properties)
+    return Target(
+        settings, name, client, orchestrator, worker, _store(settings, worker, snapshot_dir), output
+    )
+
+
+def _settings(path: Path | None, *, required: bool) -> Settings | None:
+    if path is None and Path(DEFAULT_CONFIG_PATH).exists():
+        path = Path(DEFAULT_CONFIG_PATH)
+    if path is None:
+        if required:
+            raise ConfigError(
+                f"no {DEFAULT_CONFIG_PATH} here: pass --config, or --connect-url for a one-off"
+            )
+        return load_settings(None, environ=os.environ)
+    return load_settings(path, environ=os.environ)
+
+
+def _pick(settings: Settings, name: str | None) -> str:
+    names = sorted(settings.connect_clusters)
+    if name is not None:
+        if name not in settings.connect_clusters:
+            raise ConfigError(
+                f"no Connect cluster {name!r} in the config (known: {', '.join(names)})"
+            )
+        return name
+    if len(names) != 1:
+        raise ConfigError(
+            f"the config has {len(names)} Connect clusters ({', '.join(names) or 'none'}): "
+            "choose one with --connect-cluster"
+        )
+    return names[0]
+
+
+def _store(
+    settings: Settings | None, worker: WorkerView, snapshot_dir: Path | None
+) -> SnapshotStore:
+    if snapshot_dir is not None:
+        return FileSnapshotStore(snapshot_dir)
+    if settings is not None:
+        alias = settings.offsets.snapshots_kafka_cluster or (
+            worker.cluster.alias if worker.cluster else None
+        )
+        if alias is not None and alias in settings.kafka_clusters:
+            return KafkaSnapshotStore(
+                settings.kafka_clusters[alias].client_config(), settings.offsets.snapshots_topic
+            )
+    return default_file_store()
+
+
+def run_async(coro: Coroutine[Any, Any, T]) -> T:
+    return asyncio.run(coro)
+
+
+def reports_errors(func: F) -> F:
+    """Turn an OffsetdError into one line on stderr and its exit code; never a traceback."""
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return func(*args, **kwargs)
+        except OffsetdError as exc:
+            click.echo(f"error: {exc}", err=True)
+            sys.exit(exc.exit_code)
+
+    return wrapper  # type: ignore[return-value]

@@ -1,0 +1,448 @@
+"""The safe sequence for changing a connector's offsets, shared by the CLI and the daemon.
+
+record the connector's state -> snapshot the offsets (undo image, durable before anything moves)
+-> stop -> wait until STOPPED with no tasks -> PATCH/DELETE -> read back and compare -> restore
+the recorded state (RUNNING: resume and wait until the connector and every task run; PAUSED:
+pause; STOPPED: leave) -> record the after-image.
+
+A FAILED or UNASSIGNED connector is refused before anything is touched. After any failure past
+the stop step the connector is put back as it was, or left STOPPED with a message that says so
+and gives the undo id: never half-done and silent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from typing import Any
+
+from offsetd.connect.client import FRAMEWORK_ONLY_PREFIX, ConnectClient, ConnectorState
+from offsetd.errors import (
+    ChangeIncomplete,
+    ConnectorStateRefused,
+    NotStoppedInTime,
+    OffsetdError,
+    StrimziManaged,
+    UndoConflict,
+)
+from offsetd.offsets import strimzi
+from offsetd.offsets.model import (
+    ConnectorKind,
+    DiffLine,
+    OffsetEntry,
+    apply_patch,
+    as_map,
+    connector_kind,
+    diff,
+)
+from offsetd.offsets.snapshots import Snapshot, SnapshotStore, new_snapshot_id
+
+CHANGEABLE_STATES = ("RUNNING", "PAUSED", "STOPPED")
+
+
+@dataclass(frozen=True)
+class Timeouts:
+    stop_s: float = 60.0
+    resume_s: float = 120.0
+    poll_s: float = 0.5
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What a change will do; printed by --dry-run, executed by `OffsetsService.execute`."""
+
+    connector: str
+    operation: str  # alter | reset | undo
+    kind: ConnectorKind
+    connector_class: str
+    prior_state: str
+    prior_tasks: int
+    before: tuple[OffsetEntry, ...]
+    patch: tuple[OffsetEntry, ...] | None  # None: DELETE all offsets (reset)
+    after: tuple[OffsetEntry, ...]
+    notes: tuple[str, ...] = ()
+    undo_of: str | None = None
+
+    @property
+    def diff(self) -> list[DiffLine]:
+        return diff(self.before, self.after)
+
+    def steps(self) -> list[str]:
+        action = (
+            "DELETE all offsets" if self.patch is None else f"PATCH {len(self.patch)} partitions"
+        )
+        restore = {
+            "RUNNING": "resume, and wait until the connector and all its tasks are RUNNING",
+            "PAUSED": "pause it again (it was PAUSED)",
+            "STOPPED": "leave it STOPPED (it was STOPPED)",
+        }[self.prior_state]
+        return [
+            f"record state {self.prior_state}; snapshot {len(self.before)} partitions (undo image)",
+            "stop the connector; wait until STOPPED with no tasks",
+            action,
+            "read the offsets back and compare",
+            restore,
+        ]
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "connector": self.connector,
+            "operation": self.operation,
+            "connector_type": str(self.kind),
+            "state": self.prior_state,
+            "steps": self.steps(),
+            "diff": [line.as_json() for line in self.diff],
+            "notes": list(self.notes),
+            **({"undo_of": self.undo_of} if self.undo_of else {}),
+        }
+
+
+@dataclass(frozen=True)
+class Outcome:
+    plan: Plan
+    snapshot_id: str
+    after: tuple[OffsetEntry, ...]
+    final_state: str
+    message: str
+    warnings: tuple[str, ...] = field(default_factory=tuple)
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            **self.plan.as_json(),
+            "snapshot_id": self.snapshot_id,
+            "final_state": self.final_state,
+            "connect_message": self.message,
+            "warnings": list(self.warnings),
+        }
+
+
+class OffsetsService:
+    """Plans and executes offset changes on one Connect cluster."""
+
+    def __init__(
+        self,
+        client: ConnectClient,
+        store: SnapshotStore,
+        *,
+        connect_cluster: str,
+        orchestrator: str = "none",
+        timeouts: Timeouts | None = None,
+        log: Callable[[str], None] = lambda _msg: None,
+        now: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> None:
+        self.client = client
+        self.store = store
+        self.connect_cluster = connect_cluster
+        self.orchestrator = orchestrator
+        self.timeouts = timeouts or Timeouts()
+        self.log = log
+        self.now = now
+
+    # -- planning -------------------------------------------------------------------------------
+
+    async def describe(self, connector: str) -> tuple[ConnectorKind, str, ConnectorState]:
+        info = await self.client.info(connector)
+        status = await self.client.status(connector)
+        return connector_kind(info.connector_class, info.type), info.connector_class, status
+
+    async def plan_alter(self, connector: str, patch: list[OffsetEntry]) -> Plan:
+        base = await self._base_plan(connector, "alter")
+        after = tuple(apply_patch(base.before, patch))
+        return replace(base, patch=tuple(patch), after=after, notes=_notes(base, "alter"))
+
+    async def plan_reset(self, connector: str) -> Plan:
+        base = await self._base_plan(connector, "reset")
+        return replace(base, patch=None, after=(), notes=_notes(base, "reset"))
+
+    async def plan_undo(self, snapshot_id: str, *, force: bool = False) -> Plan:
+        snap = await asyncio.to_thread(self.store.get, snapshot_id)
+        base = await self._base_plan(snap.connector, "undo")
+        current, changed_image = as_map(base.before), as_map(snap.after)
+        if {k: e.offset for k, e in current.items()} != {
+            k: e.offset for k, e in changed_image.items()
+        } and not force:
+            raise UndoConflict(
+                f"the offsets of {snap.connector} moved since change {snapshot_id}; "
+                "review the three-way diff and repeat with --force to restore the before-image:\n"
+                + three_way_text(snap.before, snap.after, base.before)
+            )
+        target = as_map(snap.before)
+        patch = [*target.values()]
+        patch += [OffsetEntry(e.partition, None) for k, e in current.items() if k not in target]
+        after = tuple(apply_patch(base.before, patch))
+        return replace(
+            base,
+            patch=tuple(patch),
+            after=after,
+            undo_of=snapshot_id,
+            notes=(f"restores the before-image of {snapshot_id} exactly",),
+        )
+
+    async def _base_plan(self, connector: str, operation: str) -> Plan:
+        kind, connector_class, status = await self.describe(connector)
+        if status.state not in CHANGEABLE_STATES:
+            raise ConnectorStateRefused(
+                f"{connector} is {status.state}: offsetd changes the offsets of RUNNING, PAUSED "
+                "or STOPPED connectors only, and touched nothing; fix or restart it first"
+            )
+        await self.client.require_offsets_api()
+        before = tuple(await self.client.offsets(connector))
+        return Plan(
+            connector,
+            operation,
+            kind,
+            connector_class,
+            status.state,
+            len(status.tasks),
+            before,
+            None,
+            before,
+        )
+
+    # -- execution ------------------------------------------------------------------------------
+
+    async def execute(self, plan: Plan) -> Outcome:
+        if self.orchestrator == "strimzi":
+            raise StrimziManaged(strimzi.refusal(plan))
+        await self._recheck(plan)
+        snapshot = Snapshot(
+            id=new_snapshot_id(self.now()),
+            created_at=self.now(),
+            connect_cluster=self.connect_cluster,
+            connector=plan.connector,
+            operation=plan.operation,
+            status="planned",
+            before=plan.before,
+            after=plan.after,
+            undo_of=plan.undo_of,
+        )
+        await self._record(snapshot)
+        sid = snapshot.id
+        if plan.prior_state != "STOPPED":
+            self.log(f"stopping {plan.connector}")
+            await self.client.stop(plan.connector)
+        try:
+            await self._wait_stopped(plan.connector)
+        except NotStoppedInTime as exc:
+            restored = await self._restore_quietly(plan)
+            await self._record(replace(snapshot, status="failed", message=str(exc)))
+            raise NotStoppedInTime(f"{exc}; {restored}; offsets unchanged") from None
+        # A running connector moved on until it stopped: the undo image is the one at rest.
+        plan = _rebased(plan, tuple(await self.client.offsets(plan.connector)))
+        snapshot = replace(snapshot, status="stopped", before=plan.before, after=plan.after)
+        await self._record(snapshot)
+        try:
+            if plan.patch is None:
+                message = await self.client.delete_offsets(plan.connector)
+            else:
+                message = await self.client.patch_offsets(plan.connector, list(plan.patch))
+        except OffsetdError as exc:
+            restored = await self._restore_quietly(plan)
+            await self._record(replace(snapshot, status="failed", message=str(exc)))
+            raise type(exc)(f"{exc}; {restored}; offsets unchanged (snapshot {sid})") from None
+        actual = tuple(await self.client.offsets(plan.connector))
+        mismatch = _mismatch(plan, actual)
+        if mismatch:
+            text = (
+                f"offsets of {plan.connector} read back differently ({mismatch}); the connector "
+                f"is left STOPPED; inspect it and undo with `offsetd offsets undo {sid}`"
+            )
+            await self._record(replace(snapshot, status="left-stopped", after=actual, message=text))
+            raise ChangeIncomplete(text)
+        warnings = _warnings(plan, message)
+        try:
+            final_state = await self._restore(plan)
+        except OffsetdError as exc:
+            text = (
+                f"offsets of {plan.connector} were changed (snapshot {sid}), but restoring its "
+                f"{plan.prior_state} state failed: {exc}; undo with `offsetd offsets undo {sid}`"
+            )
+            await self._record(
+                replace(snapshot, status="restore-failed", after=actual, message=text)
+            )
+            raise ChangeIncomplete(text) from None
+        await self._record(replace(snapshot, status="applied", after=actual, message=message))
+        return Outcome(plan, sid, actual, final_state, message, warnings)
+
+    async def verify_replicating(self, outcome: Outcome) -> None:
+        """After an MM2 reset or rewind: every touched partition shows progress again.
+
+        A reset partition must reappear (MM2 wrote a new offset for it); a moved one must show
+        an offset at or past where it was set. A partition whose source log holds nothing new
+        cannot show progress, so only partitions present before the change are waited for.
+        """
+        plan = outcome.plan
+        expected = {e.key: e for e in (plan.before if plan.patch is None else plan.patch)}
+        pending = set(expected)
+
+        async def progressed() -> bool:
+            now = as_map(await self.client.offsets(plan.connector))
+            for key in list(pending):
+                seen, wanted = now.get(key), expected[key]
+                if seen is None:
+                    continue
+                floor = (
+                    -1 if plan.patch is None or wanted.offset is None else wanted.offset["offset"]
+                )
+                if int(seen.offset["offset"]) >= int(floor):  # type: ignore[index, arg-type]
+                    pending.discard(key)
+            return not pending
+
+        deadline = time.monotonic() + self.timeouts.resume_s
+        while not await progressed():
+            if time.monotonic() >= deadline:
+                raise ChangeIncomplete(
+                    f"{plan.connector} is RUNNING but shows no replication progress within "
+                    f"{self.timeouts.resume_s:g} s on {len(pending)} partitions "
+                    f"(e.g. {sorted(pending)[0]}); snapshot {outcome.snapshot_id}"
+                )
+            await asyncio.sleep(self.timeouts.poll_s)
+        self.log(f"{plan.connector} replicates again on all {len(expected)} touched partitions")
+
+    async def _recheck(self, plan: Plan) -> None:
+        """Right before acting: the connector is still in the state the plan was made for."""
+        status = await self.client.status(plan.connector)
+        if status.state != plan.prior_state:
+            raise ConnectorStateRefused(
+                f"{plan.connector} changed from {plan.prior_state} to {status.state} since the "
+                "plan was made; nothing was touched, plan again"
+            )
+
+    async def _record(self, snapshot: Snapshot) -> None:
+        await asyncio.to_thread(self.store.put, snapshot)
+
+    async def _wait_stopped(self, connector: str) -> None:
+        await self._wait(
+            connector,
+            lambda s: s.state == "STOPPED" and not s.tasks,
+            self.timeouts.stop_s,
+            lambda s: NotStoppedInTime(
+                f"{connector} did not reach STOPPED with no tasks within "
+                f"{self.timeouts.stop_s:g} s (it is {s.state} with {len(s.tasks)} tasks)"
+            ),
+        )
+
+    async def _restore(self, plan: Plan) -> str:
+        connector = plan.connector
+        if plan.prior_state == "STOPPED":
+            return "STOPPED"
+        if plan.prior_state == "PAUSED":
+            await self.client.pause(connector)
+            await self._wait(
+                connector,
+                lambda s: s.state == "PAUSED" and all(t.state == "PAUSED" for t in s.tasks),
+                self.timeouts.resume_s,
+                lambda s: ChangeIncomplete(f"{connector} did not return to PAUSED ({s.state})"),
+            )
+            return "PAUSED"
+        self.log(f"resuming {connector}")
+        await self.client.resume(connector)
+        min_tasks = 1 if plan.prior_tasks else 0
+
+        def running(s: ConnectorState) -> bool:
+            failed = s.failed_part()
+            if failed:
+                raise ChangeIncomplete(f"after resuming {connector}, {failed}")
+            return s.all_running(min_tasks)
+
+        await self._wait(
+            connector,
+            running,
+            self.timeouts.resume_s,
+            lambda s: ChangeIncomplete(
+                f"{connector} and its tasks were not all RUNNING within "
+                f"{self.timeouts.resume_s:g} s ({s.state}, tasks "
+                f"{[t.state for t in s.tasks]})"
+            ),
+        )
+        return "RUNNING"
+
+    async def _restore_quietly(self, plan: Plan) -> str:
+        """After a failure: put the connector back, and say where it ended up."""
+        try:
+            return f"{plan.connector} was put back to {await self._restore(plan)}"
+        except OffsetdError as exc:
+            return (
+                f"{plan.connector} could not be put back to {plan.prior_state} ({exc}) "
+                "and may be STOPPED"
+            )
+
+    async def _wait(
+        self,
+        connector: str,
+        done: Callable[[ConnectorState], bool],
+        timeout_s: float,
+        on_timeout: Callable[[ConnectorState], OffsetdError],
+    ) -> ConnectorState:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            status = await self.client.status(connector)
+            if done(status):
+                return status
+            if time.monotonic() >= deadline:
+                raise on_timeout(status)
+            await asyncio.sleep(self.timeouts.poll_s)
+
+
+def _rebased(plan: Plan, before: tuple[OffsetEntry, ...]) -> Plan:
+    after = () if plan.patch is None else tuple(apply_patch(before, plan.patch))
+    return replace(plan, before=before, after=after)
+
+
+def _notes(plan: Plan, operation: str) -> tuple[str, ...]:
+    notes: list[str] = []
+    if plan.kind is ConnectorKind.MIRROR_SOURCE:
+        notes.append(
+            "MirrorSourceConnector offsets are the last replicated source offset: to restart at "
+            "source offset N, offsetd writes N-1 (null to restart at the log start)"
+        )
+        notes.append(strimzi.MM2_OFFSET_SYNCS_NOTE)
+    if plan.kind is ConnectorKind.SINK and operation == "reset":
+        notes.append(
+            "a sink reset deletes the consumer group; the connector then starts from its "
+            "consumer's auto.offset.reset (Connect's default: earliest), reprocessing retained data"
+        )
+    return tuple(notes)
+
+
+def _mismatch(plan: Plan, actual: tuple[OffsetEntry, ...]) -> str:
+    """Compare what was written with what Connect now reports, for the touched partitions."""
+    got = as_map(actual)
+    if plan.patch is None:
+        return f"{len(got)} partitions remain after the reset" if got else ""
+    for entry in plan.patch:
+        seen = got.get(entry.key)
+        if entry.offset is None and seen is not None:
+            return f"{entry.key} should be removed but is {seen.offset}"
+        if entry.offset is not None and (seen is None or seen.offset != entry.offset):
+            return (
+                f"{entry.key} should be {entry.offset} but is {seen.offset if seen else 'absent'}"
+            )
+    return ""
+
+
+def _warnings(plan: Plan, message: str) -> tuple[str, ...]:
+    if message.startswith(FRAMEWORK_ONLY_PREFIX):
+        return (
+            f"Connect changed only its framework-managed offsets of {plan.connector}; if "
+            f"{plan.connector_class} keeps offsets elsewhere too, change them there as well",
+        )
+    return ()
+
+
+def three_way_text(
+    base_before: tuple[OffsetEntry, ...],
+    base_after: tuple[OffsetEntry, ...],
+    current: tuple[OffsetEntry, ...],
+) -> str:
+    """Per partition: before the change, right after it, and now (what undo would overwrite)."""
+    b, a, c = as_map(base_before), as_map(base_after), as_map(current)
+    lines = ["partition | before change | after change | now"]
+    for key in sorted(b.keys() | a.keys() | c.keys()):
+        cells = [m[key].offset if key in m else "-" for m in (b, a, c)]
+        marker = "  (moved)" if cells[1] != cells[2] else ""
+        lines.append(f"{key} | {cells[0]} | {cells[1]} | {cells[2]}{marker}")
+    return "\n".join(lines)
