@@ -20,7 +20,8 @@ script may want to tell apart has its own code::
     ├── OfflineRefused          exit 14  offline writes while workers run (offsetd.offsets.offline)
     ├── UndoConflict            exit 15  offsets moved since the change being undone
     ├── SnapshotNotFound        exit 16  no snapshot with that id (offsetd.offsets.snapshots)
-    └── TargetOutOfRange        exit 17  a target lies outside a partition's log
+    ├── TargetOutOfRange        exit 17  a target lies outside a partition's log
+    └── SnapshotStoreError      exit 18  the snapshot store is unusable or a snapshot is corrupt
 
 Messages must be safe to print and log: they never carry secret values.
 """

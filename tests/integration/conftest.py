@@ -50,3 +50,14 @@ def east(stack: StackInfo) -> str:
 @pytest.fixture(scope="session")
 def west(stack: StackInfo) -> str:
     return stack.clusters["west"]["bootstrap.servers"]
+
+
+@pytest.fixture(scope="session")
+def offsetd_yaml(stack: StackInfo, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The offsetd.yaml for the session's stack, as `offsetd dev env --write-config` writes it."""
+    from ruamel.yaml import YAML
+
+    path = tmp_path_factory.mktemp("config") / "offsetd.yaml"
+    with path.open("w") as out:
+        YAML().dump(stack.offsetd_config(), out)
+    return path

@@ -435,7 +435,7 @@ def undo(
 def history(connector: str | None, limit: int, **kw: Any) -> None:
     """The changes offsetd made, newest first, with their undo ids."""
     target = _target(**kw)
-    snaps = target.store.list(connector=connector, limit=limit)
+    snaps = target.store.list_info(connector=connector, limit=limit)
     run_async(target.client.aclose())
     if target.output == "json":
         emit_json(

@@ -329,7 +329,10 @@ class OffsetsService:
         connector = plan.connector
         if plan.prior_state == "STOPPED":
             return "STOPPED"
+        min_tasks = 1 if plan.prior_tasks else 0
         if plan.prior_state == "PAUSED":
+            # Pausing a STOPPED connector starts it paused *without tasks* (Connect creates task
+            # configs only when it runs); resuming first would let records flow, so we don't.
             await self.client.pause(connector)
             await self._wait(
                 connector,
@@ -340,7 +343,6 @@ class OffsetsService:
             return "PAUSED"
         self.log(f"resuming {connector}")
         await self.client.resume(connector)
-        min_tasks = 1 if plan.prior_tasks else 0
 
         def running(s: ConnectorState) -> bool:
             failed = s.failed_part()
