@@ -1,6 +1,6 @@
 # One entry point: `make check` is exactly what CI runs (.ci/run calls it).
 VENV := .venv/bin
-PY_SOURCES := daemon tests
+PY_SOURCES := daemon tests bench
 
 .PHONY: install lint types test check demo down
 
@@ -13,6 +13,7 @@ lint: install
 
 types: install
 	$(VENV)/mypy
+	$(VENV)/mypy bench
 
 test: install
 	$(VENV)/pytest

@@ -8,7 +8,6 @@ Strimzi reads one ConfigMap per connector holding `{"offsets": [...]}` under `of
 
 from __future__ import annotations
 
-import io
 import json
 import re
 from collections.abc import Mapping
@@ -16,7 +15,6 @@ from typing import Any
 
 from ruamel.yaml import YAML
 from ruamel.yaml.error import YAMLError
-from ruamel.yaml.scalarstring import LiteralScalarString
 
 from offsetd.errors import InvalidDocument
 from offsetd.offsets.model import ConnectorKind, JsonScalar, OffsetEntry
@@ -231,22 +229,23 @@ def configmap_name(connector: str) -> str:
 
 
 def configmaps(offsets: Mapping[str, list[OffsetEntry]]) -> str:
-    """One ConfigMap per connector, as a multi-document YAML stream."""
-    yaml = YAML()
-    yaml.default_flow_style = False
-    out = io.StringIO()
-    docs = [
-        {
-            "apiVersion": "v1",
-            "kind": "ConfigMap",
-            "metadata": {"name": configmap_name(name)},
-            "data": {
-                configmap_key(name): LiteralScalarString(
-                    json.dumps({"offsets": [e.as_json() for e in entries]}, indent=2) + "\n"
-                )
-            },
-        }
-        for name, entries in sorted(offsets.items())
-    ]
-    yaml.dump_all(docs, out)
-    return out.getvalue()
+    """One ConfigMap per connector, as a multi-document YAML stream.
+
+    Written directly rather than through a YAML library: the shape is fixed, the name and key
+    are plain DNS/key characters, and the JSON goes into a literal block, which takes any line.
+    A YAML dumper needed about a second for a 10k-partition connector.
+    """
+    docs = []
+    for name, entries in sorted(offsets.items()):
+        body = json.dumps({"offsets": [e.as_json() for e in entries]}, indent=2)
+        block = "\n".join("    " + line for line in body.splitlines())
+        docs.append(
+            "apiVersion: v1\n"
+            "kind: ConfigMap\n"
+            "metadata:\n"
+            f"  name: {configmap_name(name)}\n"
+            "data:\n"
+            f"  {configmap_key(name)}: |\n"
+            f"{block}\n"
+        )
+    return "---\n".join(docs)
