@@ -156,8 +156,8 @@ class ConnectClient:
         return result
 
     async def version(self) -> tuple[int, ...]:
-        text = str((await self.root()).get("version", "0"))
-        return tuple(int(p) for p in text.split("-", maxsplit=1)[0].split(".")[:3] if p.isdigit())
+        """The Apache Kafka version of the worker (Confluent Platform versions are mapped)."""
+        return kafka_version(str((await self.root()).get("version", "0")))
 
     async def require_offsets_api(self) -> None:
         version = await self.version()
@@ -245,6 +245,21 @@ class ConnectClient:
                     f"({response.status_code}: {message}); retry when the group is stable"
                 )
             raise _error_for(response.status_code, message, what, name, self.url)
+
+
+def kafka_version(text: str) -> tuple[int, ...]:
+    """`4.2.0` -> (4, 2, 0); Confluent's `7.5.0-ccs` is Kafka 3.5 (CP 7.x = 3.x, 8.x = 4.x)."""
+    head, _, suffix = text.partition("-")
+    numbers = tuple(int(p) for p in head.split(".")[:3] if p.isdigit())
+    if suffix.startswith(("ccs", "ce")) and len(numbers) >= 2:
+        major, minor = numbers[0], numbers[1]
+        if major in (7, 8):
+            return (major - 4, minor)
+        if major == 6:
+            return (2, 6 + minor)
+        if major == 5:
+            return (2, minor)
+    return numbers
 
 
 def _path(name: str, suffix: str = "") -> str:

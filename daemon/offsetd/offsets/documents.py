@@ -8,6 +8,7 @@ Strimzi reads one ConfigMap per connector holding `{"offsets": [...]}` under `of
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from collections.abc import Mapping
@@ -166,11 +167,20 @@ def _load(text: str) -> Any:
     except ValueError:
         pass
     try:
-        return YAML(typ="safe", pure=True).load(text)
+        docs = [d for d in YAML(typ="safe", pure=True).load_all(text) if d is not None]
     except YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = f" at line {mark.line + 1}" if mark is not None else ""
         raise InvalidDocument(f"the document is neither JSON nor YAML{line}") from None
+    if len(docs) > 1:  # several ConfigMaps, as `export --format strimzi-configmap` writes them
+        if not all(isinstance(d, Mapping) and d.get("kind") == "ConfigMap" for d in docs):
+            raise InvalidDocument("a multi-document YAML stream must hold only ConfigMaps")
+        merged = [(k, v) for d in docs for k, v in (d.get("data") or {}).items()]
+        keys = [k for k, _ in merged]
+        if len(set(keys)) != len(keys):
+            raise InvalidDocument("the ConfigMaps repeat a key: import them one at a time")
+        return {"kind": "ConfigMap", "data": dict(merged)}
+    return docs[0] if docs else None
 
 
 def _from_configmap(data: Mapping[str, Any], connector: str | None) -> dict[str, Any]:
@@ -199,10 +209,17 @@ def connector_from_configmap_key(key: str, connector: str | None) -> str:
             )
         return connector
     if key.endswith(".json") and "--" in key:
-        name = key.removesuffix(".json").replace("--", "->", 1)
-        if connector is not None and connector != name:
-            raise InvalidDocument(f"--connector {connector} does not match ConfigMap key {key}")
-        return name
+        if connector is not None:
+            if configmap_key(connector) != key:
+                raise InvalidDocument(f"--connector {connector} does not match ConfigMap key {key}")
+            return connector
+        stem = key.removesuffix(".json")
+        if stem.count("--") != 1:
+            # Strimzi wrote `->` as `--`; with another `--` in an alias the way back is ambiguous.
+            raise InvalidDocument(
+                f"ConfigMap key {key} is ambiguous: name the connector with --connector"
+            )
+        return stem.replace("--", "->")
     raise InvalidDocument(
         f"ConfigMap key {key} is neither offsets.json nor <source>--<target>.<Connector>.json"
     )
@@ -223,9 +240,19 @@ def configmap_key(connector: str) -> str:
 
 
 def configmap_name(connector: str) -> str:
-    """A valid Kubernetes object name (DNS-1123 subdomain) derived from the connector name."""
-    base = re.sub(r"[^a-z0-9.-]+", "-", connector.lower().replace("->", "--")).strip("-.")
-    return f"{base[:240].rstrip('-.')}-offsets"
+    """A valid Kubernetes object name (DNS-1123 subdomain) derived from the connector name.
+
+    Characters a name cannot hold become `-`, runs of separators collapse, and when that changed
+    the name, a short hash of the original keeps two connectors (`My_Sink`, `my-sink`) apart.
+    """
+    readable = connector.replace("->", "--")
+    base = re.sub(r"[^a-z0-9.-]+", "-", readable.lower())
+    base = re.sub(r"[.-]*\.[.-]*", ".", base)  # no empty labels: '..', '.-', '-.'
+    base = re.sub(r"-{3,}", "--", base).strip("-.")[:200].rstrip("-.")
+    if base != readable.lower():
+        digest = hashlib.sha256(connector.encode()).hexdigest()[:8]
+        base = f"{base}-{digest}" if base else f"connector-{digest}"
+    return f"{base}-offsets"
 
 
 def configmaps(offsets: Mapping[str, list[OffsetEntry]]) -> str:

@@ -14,6 +14,7 @@ Online operations go through REST, which knows this; offline operations and targ
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -126,8 +127,14 @@ def resolve_location(
     topics: list[tuple[str, KafkaEndpoint | None]] = []
     if "offsets.storage.topic" in config:
         topics.append((config["offsets.storage.topic"], producer_cluster))
-    topics.append((worker.offsets_topic, worker.cluster))
-    data_cluster = _mirror_source_cluster(config, settings) if kind.is_mirror else None
+    elif worker.exactly_once and producer:
+        # Exactly-once tasks always get a store on the producer's cluster: the connector's topic,
+        # else a topic with the worker's topic *name* there.
+        topics.append((worker.offsets_topic, producer_cluster))
+    if (worker.offsets_topic, worker.cluster) not in topics:
+        topics.append((worker.offsets_topic, worker.cluster))
+    mirror_source = kind is ConnectorKind.MIRROR_SOURCE
+    data_cluster = _mirror_source_cluster(config, settings) if mirror_source else None
     return OffsetsLocation(
         name,
         kind,
@@ -151,18 +158,69 @@ def _mirror_source_cluster(config: Mapping[str, str], settings: Settings | None)
 
 
 def parse_properties(text: str) -> dict[str, str]:
-    """A Java .properties file (key=value or key: value, # and ! comments, \\ continuations)."""
+    """A Java .properties file, as `java.util.Properties.load` reads it.
+
+    Comments start with `#` or `!`; a key ends at the first unescaped `=`, `:` or whitespace;
+    a trailing backslash continues the line (leading whitespace of the next line dropped);
+    `\\t \\n \\r \\f \\uXXXX` and escaped separators are unescaped.
+    """
     props: dict[str, str] = {}
-    pending = ""
-    for raw in text.splitlines():
-        line = pending + raw.strip()
-        pending = ""
-        if not line or line[0] in "#!":
-            continue
-        if line.endswith("\\") and not line.endswith("\\\\"):
-            pending = line[:-1]
-            continue
-        cut = min((i for i in (line.find("="), line.find(":")) if i >= 0), default=-1)
-        key, value = (line[:cut], line[cut + 1 :]) if cut >= 0 else (line, "")
-        props[key.strip()] = value.strip()
+    for line in _logical_lines(text):
+        key, rest = _split_key(line)
+        # Java keeps trailing blanks in values; Kafka's ConfigDef trims them, and so do we.
+        props[_unescape(key)] = _unescape(rest).rstrip(" \t\f")
     return props
+
+
+def _logical_lines(text: str) -> list[str]:
+    lines: list[str] = []
+    pending: str | None = None
+    for raw in text.splitlines():
+        part = raw.lstrip(" \t\f")
+        if pending is None and (not part or part[0] in "#!"):
+            continue
+        part = part if pending is None else pending + part
+        trailing = len(part) - len(part.rstrip("\\"))
+        if trailing % 2 == 1:  # an odd number of backslashes: the line continues
+            pending = part[:-1]
+            continue
+        pending = None
+        lines.append(part)
+    if pending:
+        lines.append(pending)
+    return lines
+
+
+def _split_key(line: str) -> tuple[str, str]:
+    index = 0
+    while index < len(line):
+        char = line[index]
+        if char == "\\":
+            index += 2
+            continue
+        if char in "=: \t\f":
+            break
+        index += 1
+    key, rest = line[:index], line[index:].lstrip(" \t\f")
+    if rest[:1] in ("=", ":"):
+        rest = rest[1:].lstrip(" \t\f")
+    return key, rest
+
+
+def _unescape(value: str) -> str:
+    out: list[str] = []
+    index = 0
+    while index < len(value):
+        char = value[index]
+        if char != "\\" or index + 1 >= len(value):
+            out.append(char)
+            index += 1
+            continue
+        nxt = value[index + 1]
+        if nxt == "u" and re.fullmatch(r"[0-9a-fA-F]{4}", value[index + 2 : index + 6]):
+            out.append(chr(int(value[index + 2 : index + 6], 16)))
+            index += 6
+            continue
+        out.append({"t": "\t", "n": "\n", "r": "\r", "f": "\f"}.get(nxt, nxt))
+        index += 2
+    return "".join(out)

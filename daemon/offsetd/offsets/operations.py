@@ -41,6 +41,8 @@ from offsetd.offsets.model import (
 from offsetd.offsets.snapshots import Snapshot, SnapshotStore, new_snapshot_id
 
 CHANGEABLE_STATES = ("RUNNING", "PAUSED", "STOPPED")
+# Changes that wrote offsets (or may have): their before-image is worth restoring.
+UNDOABLE_STATUSES = ("applied", "left-stopped", "restore-failed")
 
 
 @dataclass(frozen=True)
@@ -159,11 +161,19 @@ class OffsetsService:
 
     async def plan_undo(self, snapshot_id: str, *, force: bool = False) -> Plan:
         snap = await asyncio.to_thread(self.store.get, snapshot_id)
+        if snap.connect_cluster != self.connect_cluster:
+            raise UndoConflict(
+                f"snapshot {snapshot_id} was taken on Connect cluster {snap.connect_cluster}, "
+                f"not {self.connect_cluster}: undo it there"
+            )
+        if snap.status not in UNDOABLE_STATUSES and not force:
+            raise UndoConflict(
+                f"snapshot {snapshot_id} is {snap.status!r}: its change was not applied, so there "
+                "is nothing certain to undo (use --force to restore its before-image anyway)"
+            )
         base = await self._base_plan(snap.connector, "undo")
-        current, changed_image = as_map(base.before), as_map(snap.after)
-        if {k: e.offset for k, e in current.items()} != {
-            k: e.offset for k, e in changed_image.items()
-        } and not force:
+        current = as_map(base.before)
+        if not _same(base.before, snap.after) and not force:
             raise UndoConflict(
                 f"the offsets of {snap.connector} moved since change {snapshot_id}; "
                 "review the three-way diff and repeat with --force to restore the before-image:\n"
@@ -207,6 +217,9 @@ class OffsetsService:
     async def execute(self, plan: Plan) -> Outcome:
         if self.orchestrator == "strimzi":
             raise StrimziManaged(strimzi.refusal(plan))
+        if plan.patch == () or (plan.patch is None and not plan.before):
+            # Nothing to write (e.g. an exported connector that had no offsets): never stop it.
+            return Outcome(plan, "", plan.before, plan.prior_state, "nothing to change")
         await self._recheck(plan)
         snapshot = Snapshot(
             id=new_snapshot_id(self.now()),
@@ -220,30 +233,43 @@ class OffsetsService:
             undo_of=plan.undo_of,
         )
         await self._record(snapshot)
-        sid = snapshot.id
-        if plan.prior_state != "STOPPED":
-            self.log(f"stopping {plan.connector}")
-            await self.client.stop(plan.connector)
         try:
+            return await self._change(plan, snapshot)
+        except _Aborted as aborted:
+            raise aborted.error from None
+
+    async def _change(self, plan: Plan, snapshot: Snapshot) -> Outcome:
+        sid = snapshot.id
+        try:
+            if plan.prior_state != "STOPPED":
+                self.log(f"stopping {plan.connector}")
+                await self.client.stop(plan.connector)
             await self._wait_stopped(plan.connector)
-        except NotStoppedInTime as exc:
+            # A running connector moved on until it stopped: the undo image is the one at rest.
+            plan = _rebased(plan, tuple(await self.client.offsets(plan.connector)))
+            snapshot = replace(snapshot, status="stopped", before=plan.before, after=plan.after)
+            await self._record(snapshot)
+        except OffsetdError as exc:  # nothing was written yet
             restored = await self._restore_quietly(plan)
             await self._record(replace(snapshot, status="failed", message=str(exc)))
-            raise NotStoppedInTime(f"{exc}; {restored}; offsets unchanged") from None
-        # A running connector moved on until it stopped: the undo image is the one at rest.
-        plan = _rebased(plan, tuple(await self.client.offsets(plan.connector)))
-        snapshot = replace(snapshot, status="stopped", before=plan.before, after=plan.after)
-        await self._record(snapshot)
+            raise _Aborted(type(exc)(f"{exc}; {restored}; offsets unchanged")) from None
         try:
             if plan.patch is None:
                 message = await self.client.delete_offsets(plan.connector)
             else:
                 message = await self.client.patch_offsets(plan.connector, list(plan.patch))
         except OffsetdError as exc:
-            restored = await self._restore_quietly(plan)
-            await self._record(replace(snapshot, status="failed", message=str(exc)))
-            raise type(exc)(f"{exc}; {restored}; offsets unchanged (snapshot {sid})") from None
-        actual = tuple(await self.client.offsets(plan.connector))
+            raise _Aborted(await self._after_failed_write(plan, snapshot, exc)) from None
+        try:
+            actual = tuple(await self.client.offsets(plan.connector))
+        except OffsetdError as exc:
+            text = (
+                f"offsets of {plan.connector} were written but could not be read back ({exc}); "
+                "the connector is left STOPPED; check them and undo with "
+                f"`offsetd offsets undo {sid}`"
+            )
+            await self._record(replace(snapshot, status="left-stopped", message=text))
+            raise ChangeIncomplete(text) from None
         mismatch = _mismatch(plan, actual)
         if mismatch:
             text = (
@@ -265,7 +291,33 @@ class OffsetsService:
             )
             raise ChangeIncomplete(text) from None
         await self._record(replace(snapshot, status="applied", after=actual, message=message))
+        if plan.undo_of is not None:
+            original = await asyncio.to_thread(self.store.get, plan.undo_of)
+            await self._record(replace(original, status="undone", message=f"undone by {sid}"))
         return Outcome(plan, sid, actual, final_state, message, warnings)
+
+    async def _after_failed_write(
+        self, plan: Plan, snapshot: Snapshot, exc: OffsetdError
+    ) -> OffsetdError:
+        """A refused or timed-out write may still have happened: look before saying so."""
+        try:
+            now = tuple(await self.client.offsets(plan.connector))
+        except OffsetdError:
+            now = None
+        if now is not None and _same(now, plan.before):
+            restored = await self._restore_quietly(plan)
+            await self._record(replace(snapshot, status="failed", message=str(exc)))
+            return type(exc)(f"{exc}; {restored}; offsets unchanged (snapshot {snapshot.id})")
+        text = (
+            f"{exc}; the offsets of {plan.connector} "
+            f"{'could not be read back' if now is None else 'changed nonetheless'}, so the "
+            "connector is left STOPPED; inspect it and undo with "
+            f"`offsetd offsets undo {snapshot.id}`"
+        )
+        await self._record(
+            replace(snapshot, status="left-stopped", after=now or snapshot.after, message=text)
+        )
+        return ChangeIncomplete(text)
 
     async def verify_replicating(self, outcome: Outcome) -> None:
         """After an MM2 reset or rewind: every touched partition shows progress again.
@@ -387,6 +439,20 @@ class OffsetsService:
             if time.monotonic() >= deadline:
                 raise on_timeout(status)
             await asyncio.sleep(self.timeouts.poll_s)
+
+
+class _Aborted(Exception):
+    """Carries the operator-facing error out of a failed change, after cleanup was recorded."""
+
+    def __init__(self, error: OffsetdError) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+def _same(a: tuple[OffsetEntry, ...], b: tuple[OffsetEntry, ...]) -> bool:
+    return {k: e.offset for k, e in as_map(a).items()} == {
+        k: e.offset for k, e in as_map(b).items()
+    }
 
 
 def _rebased(plan: Plan, before: tuple[OffsetEntry, ...]) -> Plan:

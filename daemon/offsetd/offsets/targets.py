@@ -8,15 +8,14 @@ user, MirrorSourceConnector's "last replicated" convention included.
 from __future__ import annotations
 
 import enum
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from confluent_kafka import IsolationLevel, TopicPartition
-from confluent_kafka.admin import (
-    AdminClient,
-    OffsetSpec,  # type: ignore[attr-defined]
-)
+from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin import OffsetSpec as _OffsetSpec  # type: ignore[attr-defined]
 
 from offsetd.errors import InvalidDocument, TargetOutOfRange
 from offsetd.offsets.model import (
@@ -66,7 +65,7 @@ class Positions:
 
 def parse_timestamp(text: str) -> int:
     """Epoch milliseconds, or ISO 8601 (a time without a zone is refused, not guessed)."""
-    if text.isdigit():
+    if re.fullmatch(r"[0-9]+", text):
         return int(text)
     try:
         when = datetime.fromisoformat(text.replace("Z", "+00:00"))
@@ -138,17 +137,17 @@ def fetch_positions(
     if not wanted:
         return {}
     admin = AdminClient(dict(conf))
-    start = _list_offsets(admin, wanted, OffsetSpec.earliest())  # type: ignore[no-untyped-call]
+    start = _list_offsets(admin, wanted, _OffsetSpec.earliest())  # type: ignore[no-untyped-call]
     # read_committed: the end of a transactional topic is its last stable offset.
-    end = _list_offsets(admin, wanted, OffsetSpec.latest())  # type: ignore[no-untyped-call]
+    end = _list_offsets(admin, wanted, _OffsetSpec.latest())  # type: ignore[no-untyped-call]
     at_time: dict[TopicPartitionKey, int] = {}
     if target.kind is TargetKind.TIMESTAMP and target.timestamp_ms is not None:
-        at_time = _list_offsets(admin, wanted, OffsetSpec.for_timestamp(target.timestamp_ms))
+        at_time = _list_offsets(admin, wanted, _OffsetSpec.for_timestamp(target.timestamp_ms))
     return {tp: Positions(start[tp], end[tp], at_time.get(tp)) for tp in wanted}
 
 
 def _list_offsets(
-    admin: AdminClient, tps: list[TopicPartitionKey], spec: OffsetSpec
+    admin: AdminClient, tps: list[TopicPartitionKey], spec: _OffsetSpec
 ) -> dict[TopicPartitionKey, int]:
     request = {TopicPartition(topic, partition): spec for topic, partition in tps}
     futures = admin.list_offsets(
