@@ -245,7 +245,7 @@ def test_errors_never_show_the_client_configuration() -> None:
         store.put(snap())
     assert "hunter2" not in str(info.value)
     assert "hunter2" not in repr(store)
-    assert info.value.exit_code == 17
+    assert info.value.exit_code == 18
 
 
 def test_snapshot_ids_from_now_are_accepted(west: str) -> None:

@@ -11,6 +11,13 @@ from typing import Any
 import click
 
 from offsetd.cli.common import Target, connect_options, reports_errors, resolve_target, run_async
+from offsetd.cli.offline import (
+    change_offline,
+    list_offline,
+    no_targets_offline,
+    offline_options,
+    undo_offline,
+)
 from offsetd.cli.output import emit_json, table
 from offsetd.errors import InvalidDocument
 from offsetd.offsets import documents
@@ -48,6 +55,22 @@ def _service(
     )
 
 
+_OFFLINE_KEYS = (
+    "offline",
+    "offline_force",
+    "assume_workers_down",
+    "key_template",
+    "connector_type",
+)
+
+
+def _pop_offline(kw: dict[str, Any]) -> dict[str, Any]:
+    """Take the --offline options out of the keyword arguments meant for resolve_target."""
+    taken = {key: kw.pop(key) for key in _OFFLINE_KEYS}
+    taken["force"] = taken.pop("offline_force")
+    return taken
+
+
 def _with_client(target: Target, work: Callable[[], Awaitable[Any]]) -> Any:
     async def run() -> Any:
         async with target.client:
@@ -77,11 +100,27 @@ def _names(connectors: tuple[str, ...], connectors_csv: str | None, all_: bool) 
 @click.argument("connectors", nargs=-1)
 @click.option("--connectors", "connectors_csv", default=None, help="Comma-separated names.")
 @click.option("--all", "all_", is_flag=True, help="Every connector (the default with no names).")
+@click.option("--offline", is_flag=True, help="Read the offsets topic directly, not via REST.")
+@click.option(
+    "--from-beginning",
+    is_flag=True,
+    help="--offline: show every record of the offsets topic, in log order.",
+)
 @connect_options
 @reports_errors
-def list_(connectors: tuple[str, ...], connectors_csv: str | None, all_: bool, **kw: Any) -> None:
+def list_(
+    connectors: tuple[str, ...],
+    connectors_csv: str | None,
+    all_: bool,
+    offline: bool,
+    from_beginning: bool,
+    **kw: Any,
+) -> None:
     """Show the offsets of one connector, several, or all."""
     target = _target(**kw)
+    if offline or from_beginning:
+        list_offline(target, _names(connectors, connectors_csv, all_), from_beginning)
+        return
     found = _with_client(target, lambda: _collect(target, _names(connectors, connectors_csv, all_)))
     if target.output == "json":
         emit_json(documents.export_document(found))
@@ -262,6 +301,7 @@ def _report(results: list[Plan | Outcome], output: str, dry_run: bool) -> None:
 )
 @_target_options
 @_change_options
+@offline_options
 @connect_options
 @reports_errors
 def alter(
@@ -285,7 +325,14 @@ def alter(
         raise click.UsageError(
             "give either --file or one of --to-timestamp/--to-earliest/--to-latest/--shift-by"
         )
+    off = _pop_offline(kw)
     target = _target(**kw)
+    if off.pop("offline"):
+        if spec is not None:
+            no_targets_offline()
+        raw = documents.parse_document(file_.read(), connector=connector)[connector]
+        change_offline(target, connector, None, raw_patch=raw, dry_run=dry_run, **off)
+        return
     service = _service(target, stop_timeout, resume_timeout)
     selection = Selection(topics, partitions, include_uncommitted)
 
@@ -354,6 +401,7 @@ def _alter_plan(
 )
 @_target_options
 @_change_options
+@offline_options
 @connect_options
 @reports_errors
 def reset(
@@ -375,7 +423,13 @@ def reset(
     spec = _parse_target(to_timestamp, to_earliest, to_latest, shift_by)
     if spec is not None and not mm2:
         raise click.UsageError("targets go with `offsets alter`, or with `reset --mm2`")
+    off = _pop_offline(kw)
     target = _target(**kw)
+    if off.pop("offline"):
+        if spec is not None or mm2:
+            no_targets_offline()
+        change_offline(target, connector, None, raw_patch=None, dry_run=dry_run, **off)
+        return
     service = _service(target, stop_timeout, resume_timeout)
     selection = Selection(topics, partitions, include_uncommitted)
 
@@ -405,6 +459,11 @@ def reset(
 @offsets.command()
 @click.argument("snapshot_id")
 @click.option("--force", is_flag=True, help="Restore even though the offsets moved since.")
+@click.option(
+    "--offline",
+    is_flag=True,
+    help="Write directly to the offsets topic / group (workers down, or --force).",
+)
 @_change_options
 @connect_options
 @reports_errors
@@ -417,7 +476,12 @@ def undo(
     **kw: Any,
 ) -> None:
     """Restore the before-image of an earlier change exactly."""
+    offline = kw.pop("offline")
     target = _target(**kw)
+    if offline:
+        snap = target.store.get(snapshot_id)
+        undo_offline(target, snap, force=force, dry_run=dry_run)
+        return
     service = _service(target, stop_timeout, resume_timeout)
 
     async def make_plan() -> Plan:

@@ -47,6 +47,7 @@ class WorkerView:
     cluster: KafkaEndpoint | None
     offsets_topic: str = "connect-offsets"
     properties: Mapping[str, str] = field(default_factory=dict)
+    configs_topic: str = "connect-configs"
 
     @property
     def exactly_once(self) -> bool:
@@ -97,14 +98,16 @@ def worker_view(
     props = dict(properties or {})
     cluster: KafkaEndpoint | None = None
     offsets_topic = props.get("offset.storage.topic", "connect-offsets")
+    configs_topic = props.get("config.storage.topic", "connect-configs")
     if settings is not None and connect_cluster in settings.connect_clusters:
         connect = settings.connect_clusters[connect_cluster]
         kafka = settings.kafka_clusters[connect.kafka_cluster]
         cluster = KafkaEndpoint(kafka.bootstrap_servers, connect.kafka_cluster)
         offsets_topic = props.get("offset.storage.topic", connect.offsets_topic)
+        configs_topic = props.get("config.storage.topic", connect.configs_topic)
     if "bootstrap.servers" in props:
         cluster = endpoint_for(props["bootstrap.servers"], settings)
-    return WorkerView(cluster, offsets_topic, props)
+    return WorkerView(cluster, offsets_topic, props, configs_topic)
 
 
 def resolve_location(

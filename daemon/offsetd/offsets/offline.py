@@ -34,6 +34,7 @@ plain, non-transactional ones, which read_committed readers see as well).
 from __future__ import annotations
 
 import gc
+import json
 import time
 import uuid
 from collections.abc import Mapping, Sequence
@@ -309,7 +310,7 @@ def write_source_offsets(
     )
     if not planned:
         return WriteReport("source", topic, connector, (), tuple(warnings))
-    _require_unchanged(conf, view, min(timeout_s, 30.0))
+    _require_unchanged(conf, view, min(timeout_s, 30.0), connector)
     delivered: dict[int, tuple[KafkaError | None, int | None, int | None]] = {}
     producer = _producer(conf, timeout_s)
 
@@ -358,9 +359,12 @@ def write_source_offsets(
     return report
 
 
-def _require_unchanged(conf: Mapping[str, str], view: OffsetsView, timeout_s: float) -> None:
-    """The topic must still be as it was read: same partition count (keys map to partitions by
-    count) and same end offsets (a moving end means something, likely a worker, still writes)."""
+def _require_unchanged(
+    conf: Mapping[str, str], view: OffsetsView, timeout_s: float, connector: str
+) -> None:
+    """The topic must still be as it was read *for this connector*: the same partition count
+    (keys map to partitions by count), and no record of this connector written since. Other
+    connectors' records (a live worker runs other connectors) do not matter."""
     consumer = _consumer(conf)
     try:
         partitions = _partitions(consumer, view.topic, timeout_s)
@@ -369,20 +373,47 @@ def _require_unchanged(conf: Mapping[str, str], view: OffsetsView, timeout_s: fl
                 f"topic {view.topic} has {len(partitions)} partitions but had "
                 f"{view.partition_count} when it was read; read it again"
             )
-        moved = []
+        moved: list[str] = []
         for p in partitions:
             _low, high = consumer.get_watermark_offsets(
                 TopicPartition(view.topic, p), timeout=timeout_s, cached=False
             )
-            if high != view.end_offsets.get(p):
-                moved.append(f"partition {p}: {view.end_offsets.get(p)} -> {high}")
+            start = view.end_offsets.get(p, 0)
+            if high != start and _has_records_of(
+                consumer, view.topic, p, start, high, connector, timeout_s
+            ):
+                moved.append(f"partition {p}: {start} -> {high}")
     finally:
         consumer.close()
     if moved:
         raise OfflineError(
-            f"topic {view.topic} changed since it was read ({', '.join(moved[:5])}); read it "
-            "again, and if it keeps changing, something (a Connect worker?) is still writing"
+            f"{connector}'s offsets in {view.topic} changed since they were read "
+            f"({', '.join(moved[:5])}); read them again, and if they keep changing, a Connect "
+            "worker still runs the connector"
         )
+
+
+def _has_records_of(
+    consumer: Consumer,
+    topic: str,
+    partition: int,
+    start: int,
+    end: int,
+    connector: str,
+    timeout_s: float,
+) -> bool:
+    prefix = json.dumps([connector], ensure_ascii=False)[:-1].encode() + b","  # ["name",
+    consumer.assign([TopicPartition(topic, partition, start)])
+    deadline = time.monotonic() + timeout_s
+    seen = start
+    while seen < end and time.monotonic() < deadline:
+        for msg in consumer.consume(500, timeout=1.0):
+            if msg.error() is not None:
+                continue
+            seen = (msg.offset() or 0) + 1
+            if (msg.key() or b"").startswith(prefix):
+                return True
+    return seen < end  # could not read it all: assume the worst
 
 
 def _describe(record: PlannedRecord) -> str:
