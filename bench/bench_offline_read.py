@@ -25,7 +25,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient
+from confluent_kafka.cimpl import NewTopic
 
 from offsetd.offsets.javahash import encode_offset_key, java_partition
 from offsetd.offsets.model import JsonScalar
