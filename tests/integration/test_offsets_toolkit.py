@@ -238,8 +238,29 @@ def test_undo_restores_the_before_image_after_alter_and_after_reset(
         assert undone["undo_of"] == reset["snapshot_id"]
         assert committed() == {0: 3, 1: 4, 2: 5}
 
+        # On the STOPPED connector nothing moves: an alter is undone without --force, and the
+        # partition the alter removed comes back.
+        doc = {
+            name: [
+                {
+                    "partition": {"kafka_topic": topic, "kafka_partition": 0},
+                    "offset": {"kafka_offset": 1},
+                },
+                {"partition": {"kafka_topic": topic, "kafka_partition": 2}, "offset": None},
+            ]
+        }
+        second = offsetd_json(
+            offsetd_yaml, "offsets", "alter", name, "--file", "-", input=json.dumps(doc)
+        )[0]
+        assert second["final_state"] == "STOPPED"
+        assert committed() == {0: 1, 1: 4}
+        offsetd_json(offsetd_yaml, "offsets", "undo", second["snapshot_id"])
+        assert committed() == {0: 3, 1: 4, 2: 5}
+
         history = offsetd_json(offsetd_yaml, "offsets", "history", "--connector", name)
-        assert [(h["operation"], h["status"]) for h in history][:2] == [
+        assert [(h["operation"], h["status"]) for h in history][:4] == [
+            ("undo", "applied"),
+            ("alter", "undone"),
             ("undo", "applied"),
             ("reset", "undone"),
         ]
