@@ -11,7 +11,7 @@ from offsetd.cli.common import Target, run_async
 from offsetd.cli.output import emit_json, table
 from offsetd.errors import InvalidDocument, UndoConflict
 from offsetd.offsets import documents, offline, offline_ops
-from offsetd.offsets.model import OffsetEntry, as_map
+from offsetd.offsets.model import OffsetEntry, as_map, same_offsets
 from offsetd.offsets.snapshots import Snapshot
 
 F = Callable[..., Any]
@@ -148,9 +148,7 @@ def undo_offline(target: Target, snap: Snapshot, *, force: bool, dry_run: bool) 
     """Restore a snapshot's before-image offline; `force` also passes the workers-running gate."""
     off = _target(target)
     current = offline_ops.plan(off, snap.connector, []).before
-    moved = {k: e.offset for k, e in as_map(current).items()} != {
-        k: e.offset for k, e in as_map(snap.after).items()
-    }
+    moved = not same_offsets(current, snap.after)
     if moved and not force:
         raise UndoConflict(
             f"the offsets of {snap.connector} moved since change {snap.id}; review and repeat "

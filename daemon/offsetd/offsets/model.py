@@ -93,6 +93,11 @@ def as_map(entries: Iterable[OffsetEntry]) -> dict[str, OffsetEntry]:
     return {entry.key: entry for entry in entries}
 
 
+def same_offsets(a: Iterable[OffsetEntry], b: Iterable[OffsetEntry]) -> bool:
+    """Two images hold the same partitions at the same offsets (order does not matter)."""
+    return {e.key: e.offset for e in a} == {e.key: e.offset for e in b}
+
+
 def apply_patch(current: Iterable[OffsetEntry], patch: Iterable[OffsetEntry]) -> list[OffsetEntry]:
     """What PATCH does: listed partitions are overwritten (null removes), others stay."""
     result = as_map(current)

@@ -26,9 +26,9 @@ from offsetd.offsets.model import (
     ConnectorKind,
     OffsetEntry,
     apply_patch,
-    as_map,
     connector_kind,
     diff,
+    same_offsets,
     sink_partition,
 )
 from offsetd.offsets.snapshots import Snapshot, SnapshotStore, new_snapshot_id
@@ -198,8 +198,7 @@ def execute(
                 target.connector
             )
         )
-    got, wanted = as_map(actual), as_map(target.after)
-    if {k: e.offset for k, e in got.items()} != {k: e.offset for k, e in wanted.items()}:
+    if not same_offsets(actual, target.after):
         text = (
             f"offline write to {location.describe()} read back differently; "
             f"undo with `offsetd offsets undo {snapshot.id} --offline`"

@@ -37,6 +37,7 @@ from offsetd.offsets.model import (
     as_map,
     connector_kind,
     diff,
+    same_offsets,
 )
 from offsetd.offsets.snapshots import Snapshot, SnapshotStore, new_snapshot_id
 
@@ -173,7 +174,7 @@ class OffsetsService:
             )
         base = await self._base_plan(snap.connector, "undo")
         current = as_map(base.before)
-        if not _same(base.before, snap.after) and not force:
+        if not same_offsets(base.before, snap.after) and not force:
             raise UndoConflict(
                 f"the offsets of {snap.connector} moved since change {snapshot_id}; "
                 "review the three-way diff and repeat with --force to restore the before-image:\n"
@@ -304,7 +305,7 @@ class OffsetsService:
             now = tuple(await self.client.offsets(plan.connector))
         except OffsetdError:
             now = None
-        if now is not None and _same(now, plan.before):
+        if now is not None and same_offsets(now, plan.before):
             restored = await self._restore_quietly(plan)
             await self._record(replace(snapshot, status="failed", message=str(exc)))
             return type(exc)(f"{exc}; {restored}; offsets unchanged (snapshot {snapshot.id})")
@@ -447,12 +448,6 @@ class _Aborted(Exception):
     def __init__(self, error: OffsetdError) -> None:
         super().__init__(str(error))
         self.error = error
-
-
-def _same(a: tuple[OffsetEntry, ...], b: tuple[OffsetEntry, ...]) -> bool:
-    return {k: e.offset for k, e in as_map(a).items()} == {
-        k: e.offset for k, e in as_map(b).items()
-    }
 
 
 def _rebased(plan: Plan, before: tuple[OffsetEntry, ...]) -> Plan:
