@@ -1,0 +1,1 @@
+"""Events: what Connect reports about itself, as typed, frozen values (pure; no I/O imports)."""
