@@ -422,6 +422,24 @@ class OffsetsSettings(_Model):
     snapshots_kafka_cluster: Alias | None = None
 
 
+class DaemonSettings(_Model):
+    """`offsetd run`: which Kafka cluster this process reads, and how it spreads the work.
+
+    One process consumes one Kafka cluster (faust's model): the status, offsets and DLQ topics of
+    every Connect cluster whose internal topics live there.
+    """
+
+    kafka_cluster: Alias | None = None  # default: the only one holding Connect internal topics
+    app_id: NonEmptyStr = "offsetd"
+    partitions: Annotated[int, Field(ge=1, le=1024)] = 8  # the re-keyed topic and every Table
+    rules_dir: Path = Path("rules/examples")
+    audit_topic: TopicName = "offsetd.audit"
+    web_host: NonEmptyStr = "127.0.0.1"
+    web_port: Annotated[int, Field(ge=0, le=65535)] = 6066
+    data_dir: Path = Path(".offsetd/state")
+    replication_factor: Annotated[int, Field(ge=1, le=10)] | None = None
+
+
 # -- the whole configuration --------------------------------------------------------------------
 
 
@@ -443,6 +461,9 @@ class Settings(BaseSettings):
     )
     offsets: Annotated[OffsetsSettings, _none_to_empty(OffsetsSettings)] = Field(
         default_factory=OffsetsSettings
+    )
+    daemon: Annotated[DaemonSettings, _none_to_empty(DaemonSettings)] = Field(
+        default_factory=DaemonSettings
     )
 
     @classmethod
@@ -471,6 +492,14 @@ class Settings(BaseSettings):
             for name, cluster in self.connect_clusters.items()
             if cluster.kafka_cluster not in self.kafka_clusters
         ]
+        daemon_cluster = self.daemon.kafka_cluster
+        if daemon_cluster is not None and daemon_cluster not in self.kafka_clusters:
+            problems.append(
+                (
+                    ("daemon", "kafka_cluster"),
+                    f"unknown Kafka cluster alias {daemon_cluster!r} (known: {known})",
+                )
+            )
         snapshots = self.offsets.snapshots_kafka_cluster
         if snapshots is not None and snapshots not in self.kafka_clusters:
             problems.append(

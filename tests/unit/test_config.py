@@ -103,6 +103,17 @@ FULL_REDACTED: dict[str, Any] = {
         }
     },
     "offsets": {"snapshots_topic": "offsetd.snapshots", "snapshots_kafka_cluster": None},
+    "daemon": {
+        "kafka_cluster": None,
+        "app_id": "offsetd",
+        "partitions": 8,
+        "rules_dir": "rules/examples",
+        "audit_topic": "offsetd.audit",
+        "web_host": "127.0.0.1",
+        "web_port": 6066,
+        "data_dir": ".offsetd/state",
+        "replication_factor": None,
+    },
 }
 
 
@@ -474,9 +485,9 @@ def test_every_error_is_reported_one_per_line(tmp_path: Path) -> None:
 
 def test_unknown_top_level_keys_are_errors(tmp_path: Path) -> None:
     # `_env_file` is also a BaseSettings init option: it must be rejected, not obeyed.
-    path = write(tmp_path, "daemon: {}\n_env_file: .env\n")
+    path = write(tmp_path, "dashboard: {}\n_env_file: .env\n")
     assert sorted(config_error(path).splitlines()) == [
-        f"{path}:1: daemon: unknown key",
+        f"{path}:1: dashboard: unknown key",
         f"{path}:2: _env_file: unknown key",
     ]
 

@@ -1,0 +1,133 @@
+"""The audit topic: one JSON record per decision, suppressed ones included, keyed by its id.
+
+The topic is compacted and every decision id is deterministic, so a decision written twice (a
+replay after a crash) collapses to one record, and the writer also skips ids it has seen. Writes
+are awaited until fully acknowledged (acks=all), so a decision is in the audit before the daemon
+moves on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient
+from confluent_kafka.cimpl import NewTopic
+
+from offsetd.errors import OffsetdError
+
+DEFAULT_TOPIC = "offsetd.audit"
+
+
+class AuditError(OffsetdError):
+    exit_code = 19
+
+
+def ensure_topic(conf: Mapping[str, str], topic: str, timeout_s: float = 30.0) -> None:
+    """Create the audit topic (compacted, one partition: decisions in order) if missing."""
+    admin = AdminClient(dict(conf))
+    metadata = admin.list_topics(timeout=timeout_s)
+    if topic in metadata.topics:
+        return
+    replicas = min(3, len(metadata.brokers)) or 1
+    future = admin.create_topics(
+        [NewTopic(topic, 1, replicas, config={"cleanup.policy": "compact"})],
+        operation_timeout=timeout_s,
+    )[topic]
+    try:
+        future.result(timeout=timeout_s)
+    except KafkaException as exc:
+        if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+            raise AuditError(f"cannot create audit topic {topic}: {exc.args[0].str()}") from None
+
+
+def read_records(
+    conf: Mapping[str, str], topic: str, timeout_s: float = 30.0
+) -> list[dict[str, Any]]:
+    """Every decision in the audit topic, oldest first (the latest version of each id)."""
+    consumer = Consumer({**conf, "group.id": "offsetd-audit-reader", "enable.auto.commit": "false"})
+    try:
+        metadata = consumer.list_topics(topic, timeout=timeout_s)
+        if topic not in metadata.topics or metadata.topics[topic].error is not None:
+            return []
+        by_id: dict[str, dict[str, Any]] = {}
+        for partition in metadata.topics[topic].partitions:
+            low, high = consumer.get_watermark_offsets(
+                TopicPartition(topic, partition), timeout=timeout_s
+            )
+            if high <= low:
+                continue
+            consumer.assign([TopicPartition(topic, partition, low)])
+            position = low
+            deadline = time.monotonic() + timeout_s
+            while position < high and time.monotonic() < deadline:
+                for msg in consumer.consume(1000, timeout=1.0):
+                    if msg.error() is not None:
+                        continue
+                    position = (msg.offset() or 0) + 1
+                    _collect(msg, by_id)
+        return sorted(by_id.values(), key=lambda r: (r.get("decided_at_ms", 0), r.get("id", "")))
+    finally:
+        consumer.close()
+
+
+def _collect(msg: Message, by_id: dict[str, dict[str, Any]]) -> None:
+    value = msg.value()
+    if not isinstance(value, bytes):
+        return
+    try:
+        record = json.loads(value)
+    except ValueError:
+        return
+    if isinstance(record, dict) and isinstance(record.get("id"), str):
+        by_id[record["id"]] = record
+
+
+class AuditLog:
+    """Writes decisions; remembers the ids already in the topic so none is written twice."""
+
+    def __init__(self, conf: Mapping[str, str], topic: str = DEFAULT_TOPIC) -> None:
+        self.topic = topic
+        self._conf = dict(conf)
+        self._producer = Producer(
+            {**self._conf, "acks": "all", "enable.idempotence": "true", "linger.ms": "0"}
+        )
+        self._seen: set[str] = set()
+
+    def start(self) -> None:
+        ensure_topic(self._conf, self.topic)
+        self._seen = {r["id"] for r in read_records(self._conf, self.topic)}
+
+    def seen(self, decision_id: str) -> bool:
+        return decision_id in self._seen
+
+    async def write(self, record: dict[str, Any]) -> bool:
+        """Write one decision record and wait for its acknowledgement; False if already there."""
+        decision_id = str(record["id"])
+        if decision_id in self._seen:
+            return False
+        await asyncio.to_thread(self._write_sync, decision_id, json.dumps(record).encode())
+        self._seen.add(decision_id)
+        return True
+
+    def _write_sync(self, key: str, value: bytes, timeout_s: float = 30.0) -> None:
+        errors: list[str] = []
+
+        def on_delivery(err: KafkaError | None, _msg: Message) -> None:
+            if err is not None:
+                errors.append(err.str())
+
+        self._producer.produce(self.topic, key=key.encode(), value=value, on_delivery=on_delivery)
+        remaining = self._producer.flush(timeout_s)
+        if remaining or errors:
+            raise AuditError(
+                f"decision {key} was not acknowledged by the audit topic {self.topic}: "
+                f"{errors[0] if errors else 'timed out'}"
+            )
+
+    def close(self) -> None:
+        self._producer.flush(10)

@@ -1,0 +1,1 @@
+"""Prometheus metrics offsetd exports about itself (and, later, about MirrorMaker 2)."""
