@@ -512,6 +512,18 @@ class Settings(BaseSettings):
             raise _LocatedError(problems)
         return self
 
+    def daemon_kafka_cluster(self) -> str:
+        """The Kafka cluster `offsetd run` reads: configured, or the only one Connect uses."""
+        if self.daemon.kafka_cluster is not None:
+            return self.daemon.kafka_cluster
+        used = sorted({c.kafka_cluster for c in self.connect_clusters.values()})
+        if len(used) != 1:
+            raise ConfigError(
+                f"Connect clusters keep their topics on {len(used)} Kafka clusters "
+                f"({', '.join(used) or 'none'}): set daemon.kafka_cluster (one process each)"
+            )
+        return used[0]
+
     def redacted(self) -> dict[str, Any]:
         """A JSON-able dump that is safe to print: every secret is replaced by `REDACTED`."""
         return self.model_dump(mode="json")

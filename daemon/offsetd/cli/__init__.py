@@ -6,6 +6,8 @@ from offsetd import __version__
 from offsetd.cli.config import config
 from offsetd.cli.dev import dev
 from offsetd.cli.offsets import offsets
+from offsetd.cli.rules import rules
+from offsetd.cli.run import history, run
 
 
 @click.group()
@@ -17,3 +19,6 @@ def main() -> None:
 main.add_command(config)
 main.add_command(dev)
 main.add_command(offsets)
+main.add_command(run)
+main.add_command(history)
+main.add_command(rules)

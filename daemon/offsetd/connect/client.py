@@ -172,6 +172,17 @@ class ConnectClient:
         names: list[str] = (await self._call("GET", "/connectors", what="list connectors")).json()
         return sorted(names)
 
+    async def expanded(self) -> dict[str, Any]:
+        """`GET /connectors?expand=info&expand=status` (connectors with no status are left out)."""
+        response = await self._call(
+            "GET",
+            "/connectors",
+            what="list connectors",
+            params=[("expand", "info"), ("expand", "status")],
+        )
+        result: dict[str, Any] = response.json()
+        return result
+
     async def info(self, name: str) -> ConnectorInfo:
         response = await self._call("GET", _path(name), name=name, what="read the connector")
         return ConnectorInfo.from_json(response.json())

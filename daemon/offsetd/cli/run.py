@@ -1,0 +1,155 @@
+"""`offsetd run` (the daemon) and `offsetd history` (what it decided)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import click
+from confluent_kafka.admin import AdminClient
+from prometheus_client import CollectorRegistry
+
+from offsetd.audit import AuditLog, read_records
+from offsetd.cli.common import reports_errors
+from offsetd.cli.output import emit_json, table
+from offsetd.config import DEFAULT_CONFIG_PATH, Settings, load_settings
+from offsetd.connect.client import ConnectClient
+from offsetd.errors import ConfigError, OffsetdError
+
+config_option = click.option(
+    "--config",
+    "config_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    envvar="OFFSETD_CONFIG",
+    default=str(DEFAULT_CONFIG_PATH),
+    show_default=True,
+)
+
+
+class ClusterMismatch(OffsetdError):
+    exit_code = 20
+
+
+def check_cluster_ids(settings: Settings, alias: str) -> None:
+    """Every Connect cluster must report the Kafka cluster id of the bootstrap we read."""
+    kafka = settings.kafka_clusters[alias]
+    cluster_id = AdminClient(dict(kafka.client_config())).list_topics(timeout=20).cluster_id
+
+    async def connect_ids() -> dict[str, str]:
+        ids = {}
+        for name, cluster in settings.connect_clusters.items():
+            if cluster.kafka_cluster != alias:
+                continue
+            async with ConnectClient.for_cluster(cluster) as client:
+                ids[name] = str((await client.root()).get("kafka_cluster_id"))
+        return ids
+
+    for name, connect_id in asyncio.run(connect_ids()).items():
+        if connect_id != cluster_id:
+            raise ClusterMismatch(
+                f"Connect cluster {name} reports Kafka cluster id {connect_id}, but "
+                f"{alias} ({kafka.bootstrap_servers}) is {cluster_id}: fix kafka_cluster for {name}"
+            )
+
+
+@click.command()
+@config_option
+@click.option(
+    "--rules",
+    "rules_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Rules folder (default: daemon.rules_dir in the config).",
+)
+@click.option("--log-level", type=click.Choice(["debug", "info", "warn", "error"]), default="info")
+@reports_errors
+def run(config_path: Path, rules_dir: Path | None, log_level: str) -> None:
+    """Run the daemon: tail Connect's topics, match rules, decide, audit."""
+    from offsetd.app import Wiring, build_app  # faust is imported only here
+    from offsetd.connect.meta import ConnectorMetaCache
+    from offsetd.metrics.instruments import DaemonMetrics
+    from offsetd.rules.loading import load_rules
+
+    settings = load_settings(config_path)
+    alias = settings.daemon_kafka_cluster()
+    if alias not in settings.kafka_clusters:
+        raise ConfigError(f"daemon.kafka_cluster {alias!r} is not in kafka_clusters")
+    connect = {n: c for n, c in settings.connect_clusters.items() if c.kafka_cluster == alias}
+    rules = load_rules(rules_dir or settings.daemon.rules_dir)
+    check_cluster_ids(settings, alias)
+    kafka = settings.kafka_clusters[alias]
+    audit = AuditLog(kafka.client_config(), settings.daemon.audit_topic)
+    audit.start()
+    registry = CollectorRegistry()
+    wiring = Wiring(
+        settings=settings,
+        alias=alias,
+        kafka=kafka,
+        connect=connect,
+        rules=rules,
+        audit=audit,
+        meta=ConnectorMetaCache({n: ConnectClient.for_cluster(c) for n, c in connect.items()}),
+        registry=registry,
+        metrics=DaemonMetrics.create(registry),
+    )
+    logging.basicConfig(level=log_level.upper().replace("WARN", "WARNING"))
+    app = build_app(wiring)
+    import faust
+
+    worker = faust.Worker(app, loglevel=log_level)
+    worker.execute_from_commandline()
+
+
+@click.command()
+@config_option
+@click.option("--connector", default=None, help="Only this connector's decisions.")
+@click.option("--rule", default=None, help="Only this rule's decisions.")
+@click.option("--limit", default=50, show_default=True)
+@click.option("--output", "-o", type=click.Choice(["table", "json"]), default="table")
+@reports_errors
+def history(
+    config_path: Path, connector: str | None, rule: str | None, limit: int, output: str
+) -> None:
+    """The daemon's decisions from the audit topic, newest first (suppressed ones included)."""
+    settings = load_settings(config_path)
+    kafka = settings.kafka_clusters[settings.daemon_kafka_cluster()]
+    records = [
+        r
+        for r in read_records(kafka.client_config(), settings.daemon.audit_topic)
+        if (connector is None or r.get("connector") == connector)
+        and (rule is None or r.get("rule") == rule)
+    ]
+    records = list(reversed(records))[:limit]
+    if output == "json":
+        emit_json(records)
+        return
+    rows = [_row(r) for r in records]
+    click.echo(
+        table(["decided at", "rule", "mode", "outcome", "connector", "actions", "record"], rows)
+    )
+
+
+def _row(record: dict[str, Any]) -> tuple[Any, ...]:
+    when = datetime.fromtimestamp(record.get("decided_at_ms", 0) / 1000, UTC)
+    target = record.get("record")
+    where = (
+        f"{target['topic']}-{target['partition']}@{target['offset']}"
+        if target
+        else record.get("record_status", "-")
+    )
+    actions = ",".join(a.get("type", "?") for a in record.get("actions", []))
+    outcome = record.get("outcome", "?")
+    if record.get("reason"):
+        outcome = f"{outcome} ({record['reason']})"
+    return (
+        when.strftime("%Y-%m-%d %H:%M:%S"),
+        record.get("rule"),
+        record.get("mode"),
+        outcome,
+        record.get("connector"),
+        actions,
+        where,
+    )

@@ -1,0 +1,23 @@
+"""The engine: one event + one connector's durable state + the rules -> decisions (pure)."""
+
+from offsetd.engine.decide import (
+    Decision,
+    DecisionInputs,
+    EventSummary,
+    PlannedAction,
+    decide,
+    prune,
+)
+from offsetd.engine.state import ConnectorState
+from offsetd.rules.models import ConnectorMeta
+
+__all__ = [
+    "ConnectorMeta",
+    "ConnectorState",
+    "Decision",
+    "DecisionInputs",
+    "EventSummary",
+    "PlannedAction",
+    "decide",
+    "prune",
+]

@@ -1,0 +1,452 @@
+"""`decide`: one event, one connector's state, the rules -> the new state and decisions.
+
+Pure and deterministic: time comes in as `now_ms`, event time from the event's source record,
+and nothing here does I/O. The steps, for each event:
+
+1. idempotency: an event at or below the highest offset already processed for its source
+   partition is ignored completely (a replay after a crash is never counted twice);
+2. status: connector and task status records update the current status (tombstones remove);
+3. matching: the rules indexed for the event's kind (and state) run their conditions;
+4. staleness: an event older than a rule's window when it arrives (now - event time >
+   within) never fires that rule; it is not counted either;
+5. counting: the event joins the rule's window for its count key; the `count`-th event
+   within the window fires, and the firing consumes the window;
+6. limits: a firing becomes a decision, `planned` or `suppressed` (disabled, inhibited,
+   cooldown, budget, checked in that order). Only planned decisions use up cooldown and
+   budget, advance the restart backoff, and inhibit other rules. `mode` never suppresses:
+   observe-mode decisions are planned and flagged, so observe shows exactly what enforce
+   would do.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from offsetd.engine.counting import (
+    add_to_window,
+    backoff_delay,
+    budget_used,
+    evict_stalest,
+    in_cooldown,
+    new_rule_state,
+    next_backoff,
+    prune_times,
+    prune_window,
+    record_executed,
+)
+from offsetd.engine.state import ConnectorState, RuleState, WindowEntry
+from offsetd.events.models import EventKind, RecordRef, SourceRecord
+from offsetd.rules.matching import AnyEvent, CompiledAction, CompiledRule, RuleSet
+from offsetd.rules.models import ConnectorMeta, Mode
+
+__all__ = [
+    "Decision",
+    "DecisionInputs",
+    "EventSummary",
+    "Outcome",
+    "PlannedAction",
+    "Reason",
+    "RecordStatus",
+    "decide",
+    "prune",
+]
+
+Outcome = Literal["planned", "suppressed"]
+Reason = Literal["disabled", "inhibited", "cooldown", "budget"]
+RecordStatus = Literal["exact", "to_locate"]
+
+SWEEP_EVERY_MS = 60_000  # event time between two pruning sweeps of a connector's state
+# Count keys kept per rule and connector. A DLQ flood of distinct records must not grow the
+# state (one faust Table value) without bound: beyond this, keys seen once and longest ago
+# are dropped first (see counting.evict_stalest).
+MAX_KEYS = 128
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class PlannedAction(_Frozen):
+    """One action of the rule, with its parameters and the ones the engine computed.
+
+    restart-failed-tasks: `backoff`, `attempt`, `delay_ms`, `not_before_ms`;
+    skip-record: `record` (or None), `record_status`, `next_offset` (record offset + 1);
+    rewind: `to_timestamp` plus `to_timestamp_ms`, or `plan_file`; notify: as written.
+    """
+
+    type: str
+    params: dict[str, Any]
+
+
+class EventSummary(_Frozen):
+    """The triggering event, compactly."""
+
+    kind: str
+    state: str | None = None
+    task_id: int | None = None
+    exception_class: str | None = None
+    root_cause_class: str | None = None
+    stage: str | None = None
+    record: RecordRef | None = None
+
+
+class DecisionInputs(_Frozen):
+    """The events counted for this firing (their source coordinates) and the trigger."""
+
+    events: tuple[SourceRecord, ...]
+    trigger: EventSummary
+
+
+class Decision(_Frozen):
+    """A plan (or a suppressed one) for the audit and the executor. No I/O happened."""
+
+    id: str  # hash of rule, cluster, connector, count key and the trigger's source coordinates
+    rule: str
+    mode: Mode
+    connect_cluster: str
+    connector: str
+    task_id: int | None
+    key: str  # the count key, e.g. "connector=orders-sink,record=orders-3@1200"
+    actions: tuple[PlannedAction, ...]
+    record: RecordRef | None
+    record_status: RecordStatus | None  # set when the actions include skip-record
+    outcome: Outcome
+    reason: Reason | None
+    detail: str | None  # why suppressed, in words
+    event_time_ms: int
+    decided_at_ms: int
+    inputs: DecisionInputs
+
+    @property
+    def action_types(self) -> list[str]:
+        return [a.type for a in self.actions]
+
+    def audit_record(self, rules: RuleSet | None = None) -> dict[str, Any]:
+        """The decision as a JSON-able dict for the audit topic.
+
+        With `rules`, the record also carries the rule as it was when it decided (`rule_spec`),
+        so the audit explains itself after the rule file changes.
+        """
+        record = self.model_dump(mode="json")
+        compiled = rules.by_name.get(self.rule) if rules is not None else None
+        if compiled is not None:
+            # defaults included: they may change between versions, the audit must not
+            record["rule_spec"] = compiled.rule.model_dump(mode="json", by_alias=True)
+        return record
+
+    def summary(self) -> str:
+        """One line for logs: rule, connector, outcome, actions and their key parameters."""
+        parts = [
+            f"rule={self.rule}",
+            f"connector={self.connect_cluster}/{self.connector}",
+            f"mode={self.mode}",
+            f"outcome={self.outcome}" + (f" ({self.reason})" if self.reason else ""),
+            f"actions=[{', '.join(self.action_types)}]",
+        ]
+        if self.task_id is not None:
+            parts.append(f"task={self.task_id}")
+        if self.record is not None:
+            parts.append(f"record={self.record.topic}-{self.record.partition}@{self.record.offset}")
+        if self.record_status is not None:
+            parts.append(f"record_status={self.record_status}")
+        for action in self.actions:
+            not_before = action.params.get("not_before_ms")
+            if not_before is not None:
+                parts.append(f"not_before_ms={not_before}")
+        parts.append(f"event_time_ms={self.event_time_ms}")
+        return " ".join(parts)
+
+
+def decision_id(
+    rule: str, connect_cluster: str, connector: str, key: str, source: SourceRecord
+) -> str:
+    text = "\x1f".join(
+        (
+            rule,
+            connect_cluster,
+            connector,
+            key,
+            source.topic,
+            str(source.partition),
+            str(source.offset),
+        )
+    )
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+# -- decide -------------------------------------------------------------------------------------
+
+
+def decide(
+    state: ConnectorState,
+    event: AnyEvent,
+    rules: RuleSet,
+    meta: ConnectorMeta | None,
+    now_ms: int,
+) -> tuple[ConnectorState, list[Decision]]:
+    """Apply one event of this connector; returns the (updated in place) state and decisions."""
+    source = event.source
+    partition_key = f"{source.topic}:{source.partition}"
+    seen = state.offsets.get(partition_key)
+    if seen is not None and source.offset <= seen:
+        return state, []
+    state.offsets[partition_key] = source.offset
+    time_ms = source.timestamp_ms
+    if state.watermark_ms is None or time_ms > state.watermark_ms:
+        state.watermark_ms = time_ms
+    if not state.connector:
+        state.connect_cluster, state.connector = event.connect_cluster, event.connector
+
+    kind = event.kind
+    if kind is EventKind.TASK_STATUS or kind is EventKind.CONNECTOR_STATUS:
+        _update_status(state, event, time_ms)
+
+    if time_ms >= state.next_sweep_ms:
+        prune(state, rules)
+        state.next_sweep_ms = time_ms + SWEEP_EVERY_MS
+
+    decisions: list[Decision] = []
+    record = _record_text(event) if kind is EventKind.DLQ_RECORD else None
+    for rule in rules.candidates(event, meta):
+        if now_ms - time_ms > rule.within_ms:
+            continue  # stale: a replayed or late record never fires (nor counts)
+        if rule.dynamic is not None and not rule.dynamic(event, meta):
+            continue
+        if record is None and rule.keys_record:
+            continue  # counted per record, and this event names none (DLQ without headers)
+        rule_state = state.rules.get(rule.name)
+        if rule_state is None:
+            rule_state = state.rules[rule.name] = new_rule_state()
+        key = _count_key(rule, event, record)
+        windows = rule_state["windows"]
+        entries = windows.get(key)
+        if entries is None:
+            entries = windows[key] = []
+            if len(windows) > MAX_KEYS:
+                evict_stalest(windows, MAX_KEYS // 2)
+        entry: WindowEntry = (time_ms, source.topic, source.partition, source.offset, record)
+        if not add_to_window(entries, entry, rule.within_ms) or len(entries) < rule.count:
+            continue
+        counted = list(entries)
+        del windows[key]  # the firing consumes the window
+        decisions.append(_fire(state, rule, rule_state, event, key, counted, now_ms))
+    return state, decisions
+
+
+def _update_status(state: ConnectorState, event: Any, time_ms: int) -> None:
+    status = event.state
+    entry = None
+    if status is not None:
+        entry = {
+            "state": status,
+            "generation": event.generation,
+            "worker_id": event.worker_id,
+            "time_ms": time_ms,
+        }
+    if event.kind is EventKind.TASK_STATUS:
+        if entry is None:
+            state.tasks.pop(event.task_id, None)
+        else:
+            state.tasks[event.task_id] = entry  # type: ignore[assignment]
+        return
+    state.connector_status = entry  # type: ignore[assignment]
+    # A remediation that went through (STOPPED, then RUNNING) ends the inhibitions it set.
+    for name, inhibition in list(state.inhibitions.items()):
+        if time_ms < inhibition["since_ms"]:
+            continue
+        if status == "STOPPED":
+            inhibition["stopped"] = True
+        elif status == "RUNNING" and inhibition["stopped"]:
+            del state.inhibitions[name]
+
+
+_KEY_FIELDS: dict[str, Callable[[Any], str]] = {
+    "connector": lambda e: e.connector,
+    "task_id": lambda e: _text(getattr(e, "task_id", None)),
+    "exception_class": lambda e: _text(getattr(getattr(e, "error", None), "exception_class", None)),
+    "root_cause_class": lambda e: _text(
+        getattr(getattr(e, "error", None), "root_cause_class", None)
+    ),
+}
+
+
+def _text(value: object) -> str:
+    return "" if value is None else str(value)
+
+
+def _count_key(rule: CompiledRule, event: Any, record: str | None) -> str:
+    if rule.key == ("connector",):
+        return f"connector={event.connector}"
+    return ",".join(
+        f"record={record or ''}" if name == "record" else f"{name}={_KEY_FIELDS[name](event)}"
+        for name in rule.key
+    )
+
+
+def _record_text(event: Any) -> str | None:
+    record = getattr(event, "record", None)
+    if record is None or not isinstance(record, RecordRef):
+        return None
+    return f"{record.topic}-{record.partition}@{record.offset}"
+
+
+def _record_dict(text: str) -> dict[str, Any]:
+    rest, _, offset = text.rpartition("@")
+    topic, _, partition = rest.rpartition("-")
+    return {"topic": topic, "partition": int(partition), "offset": int(offset)}
+
+
+def _fire(
+    state: ConnectorState,
+    rule: CompiledRule,
+    rule_state: RuleState,
+    event: Any,
+    key: str,
+    counted: list[WindowEntry],
+    now_ms: int,
+) -> Decision:
+    time_ms = event.source.timestamp_ms
+    reason: Reason | None = None
+    detail: str | None = None
+    inhibition = state.inhibitions.get(rule.name)
+    if not rule.enabled:
+        reason, detail = "disabled", "the rule is disabled (enabled: false)"
+    elif inhibition is not None and inhibition["since_ms"] <= time_ms <= inhibition["until_ms"]:
+        reason = "inhibited"
+        detail = f"inhibited by {inhibition['by']} (fired at {inhibition['since_ms']} ms)"
+    elif in_cooldown(rule_state, time_ms, rule.cooldown_ms):
+        reason = "cooldown"
+        detail = (
+            f"last executed at {rule_state['last_executed_ms']} ms; cooldown {rule.cooldown_ms} ms"
+        )
+    else:
+        used = budget_used(rule_state, time_ms, rule.budget_per_ms)
+        if used >= rule.budget_max:
+            reason = "budget"
+            detail = f"{used} of {rule.budget_max} executions used within {rule.budget_per_ms} ms"
+    planned = reason is None
+
+    records = {entry[4] for entry in counted}
+    record_text = records.pop() if len(records) == 1 else None
+    record = _record_dict(record_text) if record_text is not None else None
+    record_status: Literal["exact", "to_locate"] | None = None
+    if rule.has_skip:
+        record_status = "exact" if record is not None else "to_locate"
+
+    actions = [_plan_action(state, action, time_ms, record, planned) for action in rule.actions]
+    if planned:
+        record_executed(rule_state, time_ms)
+        if rule.inhibits is not None:
+            until = time_ms + rule.inhibits.for_
+            for target in rule.inhibits.rules:
+                state.inhibitions[target] = {
+                    "by": rule.name,
+                    "since_ms": time_ms,
+                    "until_ms": until,
+                    "stopped": False,
+                }
+
+    # One validated construction: pydantic-core builds the nested models faster than
+    # model_construct does in Python, and the decision is checked on the way.
+    error = getattr(event, "error", None)
+    trigger_record = event.record if event.kind is EventKind.DLQ_RECORD else None
+    return Decision.model_validate(
+        {
+            "id": decision_id(rule.name, event.connect_cluster, event.connector, key, event.source),
+            "rule": rule.name,
+            "mode": rule.mode,
+            "connect_cluster": event.connect_cluster,
+            "connector": event.connector,
+            "task_id": getattr(event, "task_id", None),
+            "key": key,
+            "actions": actions,
+            "record": record,
+            "record_status": record_status,
+            "outcome": "planned" if planned else "suppressed",
+            "reason": reason,
+            "detail": detail,
+            "event_time_ms": time_ms,
+            "decided_at_ms": now_ms,
+            "inputs": {
+                "events": [
+                    {"topic": t, "partition": p, "offset": o, "timestamp_ms": ts}
+                    for ts, t, p, o, _ in counted
+                ],
+                "trigger": {
+                    "kind": str(event.kind),
+                    "state": getattr(event, "state", None),
+                    "task_id": getattr(event, "task_id", None),
+                    "exception_class": error.exception_class if error is not None else None,
+                    "root_cause_class": error.root_cause_class if error is not None else None,
+                    "stage": error.stage if error is not None else None,
+                    "record": trigger_record,
+                },
+            },
+        }
+    )
+
+
+def _plan_action(
+    state: ConnectorState,
+    action: CompiledAction,
+    time_ms: int,
+    record: dict[str, Any] | None,
+    planned: bool,
+) -> dict[str, Any]:
+    params = action.params
+    if action.backoff is not None:  # restart-failed-tasks
+        delay, attempt = backoff_delay(state.restart_backoff, time_ms, action.backoff)
+        params = {**params, "attempt": attempt, "delay_ms": delay, "not_before_ms": time_ms + delay}
+        if planned:
+            state.restart_backoff = next_backoff(state.restart_backoff, time_ms, action.backoff)
+    elif action.type == "skip-record":
+        params = {
+            **params,
+            "record": record,
+            "record_status": "exact" if record is not None else "to_locate",
+            "next_offset": record["offset"] + 1 if record is not None else None,
+        }
+    else:
+        params = dict(params)
+    return {"type": action.type, "params": params}
+
+
+# -- pruning ------------------------------------------------------------------------------------
+
+
+def prune(state: ConnectorState, rules: RuleSet) -> None:
+    """Drop what can no longer matter, relative to the newest event time seen.
+
+    Windows older than their rule's `within`, executions older than the budget window and
+    the cooldown, expired inhibitions and backoff, and the state of rules that are gone.
+    """
+    now = state.watermark_ms
+    if now is None:
+        return
+    for name in list(state.rules):
+        rule = rules.by_name.get(name)
+        if rule is None:
+            del state.rules[name]
+            continue
+        rule_state = state.rules[name]
+        windows = rule_state["windows"]
+        for key in list(windows):
+            entries = windows[key]
+            prune_window(entries, rule.within_ms)
+            if not entries or entries[-1][0] < now - rule.within_ms:
+                del windows[key]
+        prune_times(rule_state["executed"], now - rule.budget_per_ms + 1)
+        last = rule_state["last_executed_ms"]
+        if last is not None and now - last >= rule.cooldown_ms and not rule_state["executed"]:
+            rule_state["last_executed_ms"] = None
+        if not windows and not rule_state["executed"] and rule_state["last_executed_ms"] is None:
+            del state.rules[name]
+    for name in [n for n, i in state.inhibitions.items() if i["until_ms"] < now]:
+        del state.inhibitions[name]
+    backoff = state.restart_backoff
+    if backoff is not None and now - backoff["last_ms"] > rules.restart_reset_ms:
+        state.restart_backoff = None

@@ -1,0 +1,87 @@
+"""The durable state the engine keeps for one connector (one faust Table value).
+
+Everything is in event time, so windows, budgets, cooldowns, backoff and inhibitions survive a
+restart together with the state. Inner records are TypedDicts and tuples: the engine updates
+them as plain dicts and lists (cheap), pydantic checks them when state is read back from
+JSON. The state stays compact: windows, budgets and inhibitions are pruned as they expire.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+from typing_extensions import TypedDict
+
+__all__ = [
+    "BackoffState",
+    "ConnectorState",
+    "Inhibition",
+    "RuleState",
+    "StatusEntry",
+    "WindowEntry",
+]
+
+
+class StatusEntry(TypedDict):
+    """The latest status record of the connector or one task."""
+
+    state: str
+    generation: int | None
+    worker_id: str | None
+    time_ms: int
+
+
+# (event time, source topic, source partition, source offset, failing record `topic-p@o`)
+WindowEntry = tuple[int, str, int, int, str | None]
+
+
+class RuleState(TypedDict):
+    """One rule's counting and limits for this connector."""
+
+    windows: dict[str, list[WindowEntry]]  # count key -> matching events, by event time
+    executed: list[int]  # event times of executed (planned) decisions, within the budget
+    last_executed_ms: int | None  # for the cooldown
+
+
+class BackoffState(TypedDict):
+    """Restart decisions for this connector since the backoff last reset."""
+
+    attempts: int
+    last_ms: int
+
+
+class Inhibition(TypedDict):
+    """Decisions of a rule are suppressed: `by` fired at `since_ms`, until `until_ms`."""
+
+    by: str
+    since_ms: int
+    until_ms: int
+    stopped: bool  # the connector was seen STOPPED since; RUNNING next ends the inhibition
+
+
+class ConnectorState(BaseModel):
+    """What the engine remembers about one connector (`owner_key(connect_cluster, connector)`).
+
+    `decide` updates a state in place and returns it; copy it first (`model_copy(deep=True)`)
+    to keep the old value.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    connect_cluster: str = ""
+    connector: str = ""
+    # idempotency: the highest offset processed per source `topic:partition`
+    offsets: dict[str, int] = Field(default_factory=dict)
+    watermark_ms: int | None = None  # the highest event time seen
+    next_sweep_ms: int = 0  # event time of the next pruning sweep
+    connector_status: StatusEntry | None = None
+    tasks: dict[int, StatusEntry] = Field(default_factory=dict)
+    rules: dict[str, RuleState] = Field(default_factory=dict)
+    restart_backoff: BackoffState | None = None
+    inhibitions: dict[str, Inhibition] = Field(default_factory=dict)  # by inhibited rule
+
+    def to_json(self) -> str:
+        return self.model_dump_json()
+
+    @classmethod
+    def from_json(cls, data: str | bytes) -> ConnectorState:
+        return cls.model_validate_json(data)

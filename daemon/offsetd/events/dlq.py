@@ -1,0 +1,110 @@
+"""Dead letter queue records -> DlqRecordEvent.
+
+A sink's DLQ record is the original record (key, value, headers, timestamp) plus, when
+`errors.deadletterqueue.context.headers.enable=true`, the `__connect.errors.*` headers that
+`DeadLetterQueueReporter.populateContextHeaders` adds as UTF-8 text (reference/connect-offsets.md
+§3.2). Only those headers are read: the record's own headers and payload may be anything.
+"""
+
+from __future__ import annotations
+
+from offsetd.events.decode import (
+    INT32_MAX,
+    INT64_MAX,
+    RawRecord,
+    build,
+    digits,
+    first_line,
+    last_cause,
+    malformed,
+    number,
+    source_of,
+    utf8,
+)
+from offsetd.events.models import TRACE_HEAD_CHARS, DlqRecordEvent
+
+__all__ = ["DLQ_HEADER_PREFIX", "decode_dlq"]
+
+DLQ_HEADER_PREFIX = "__connect.errors."
+H_TOPIC = DLQ_HEADER_PREFIX + "topic"
+H_PARTITION = DLQ_HEADER_PREFIX + "partition"
+H_OFFSET = DLQ_HEADER_PREFIX + "offset"
+H_CONNECTOR = DLQ_HEADER_PREFIX + "connector.name"
+H_TASK = DLQ_HEADER_PREFIX + "task.id"
+H_STAGE = DLQ_HEADER_PREFIX + "stage"
+H_CLASS = DLQ_HEADER_PREFIX + "class.name"
+H_EXCEPTION = DLQ_HEADER_PREFIX + "exception.class.name"
+H_MESSAGE = DLQ_HEADER_PREFIX + "exception.message"
+H_STACKTRACE = DLQ_HEADER_PREFIX + "exception.stacktrace"
+
+
+def decode_dlq(
+    connect_cluster: str, raw: RawRecord, *, connector: str | None = None
+) -> DlqRecordEvent:
+    """A record a sink task sent to its dead letter queue, with its error context.
+
+    The connector is `__connect.errors.connector.name`. A DLQ without context headers names
+    nobody: pass `connector` (the owner of this DLQ topic, known from the connectors' configs) to
+    attribute its records; without either the record is Malformed. The header wins when both
+    are there (one DLQ topic may serve several connectors). `record` is set only when the topic,
+    partition and offset headers are all present and numeric.
+    """
+    headers = _context_headers(raw)
+    owner = headers.get(H_CONNECTOR) or connector
+    if not owner:
+        raise malformed(raw, f"DLQ record has no {H_CONNECTOR} header: its connector is unknown")
+    task = headers.get(H_TASK)
+    data: dict[str, object] = {
+        "connect_cluster": connect_cluster,
+        "connector": owner,
+        "source": source_of(raw),
+        "task_id": None if task is None else digits(raw, task, H_TASK, INT32_MAX),
+        "record": _record_ref(headers),
+        "error": _error(headers),
+        "headers": headers,
+    }
+    return build(raw, DlqRecordEvent, data)
+
+
+def _context_headers(raw: RawRecord) -> dict[str, str | None]:
+    """Every `__connect.errors.*` header as text, under its full name; the last one wins.
+
+    A record replayed from a DLQ still carries its old context headers, and Connect 4.2 appends
+    the new ones after them (verified in tests/integration/test_connect_facts.py), so the last
+    is the current failure, as with Kafka's `Headers.lastHeader`. Some older reporters refused
+    to add a header that was already there: their DLQ records show only the stale context.
+    """
+    found: dict[str, str | None] = {}
+    for name, value in raw.headers:
+        if name.startswith(DLQ_HEADER_PREFIX):
+            found[name] = None if value is None else utf8(raw, value, f"header {name}")
+    return found
+
+
+def _record_ref(headers: dict[str, str | None]) -> dict[str, object] | None:
+    """The failing record's coordinates (a RecordRef) when all three are present and numeric."""
+    topic = headers.get(H_TOPIC)
+    partition = number(headers.get(H_PARTITION), INT32_MAX)
+    offset = number(headers.get(H_OFFSET), INT64_MAX)
+    if not topic or partition is None or offset is None:
+        return None
+    return {"topic": topic, "partition": partition, "offset": offset}
+
+
+def _error(headers: dict[str, str | None]) -> dict[str, object]:
+    """Exception from the class/message headers (the trace's first line if they are missing),
+    root cause from the last `Caused by:` in the stack trace's bounded head."""
+    head = (headers.get(H_STACKTRACE) or "")[:TRACE_HEAD_CHARS]
+    first_class, first_message = first_line(head) if head else (None, None)
+    exception_class = headers.get(H_EXCEPTION) or first_class
+    message = headers.get(H_MESSAGE) or first_message
+    cause = last_cause(head) if head else None
+    return {  # an ErrorInfo
+        "exception_class": exception_class,
+        "message": message,
+        "root_cause_class": cause[0] if cause else exception_class,
+        "root_cause_message": cause[1] if cause else message,
+        "stage": headers.get(H_STAGE) or None,
+        "executing_class": headers.get(H_CLASS) or None,
+        "trace_head": head,
+    }

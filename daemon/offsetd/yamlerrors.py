@@ -1,0 +1,206 @@
+"""Read YAML files and say where a validation problem is: `file:line: field.path: message`.
+
+The same approach as `offsetd.config` (which keeps its own copy): parse with ruamel's
+round-trip loader, which remembers the line of every key and list item, convert to plain
+Python values for pydantic, and map each pydantic error location back to a line. Used by the
+rule loader and the rule-test runner, whose files may hold many documents' worth of fields.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from pydantic_core import ErrorDetails
+from ruamel.yaml import YAML
+from ruamel.yaml.comments import CommentedMap, CommentedSeq
+from ruamel.yaml.constructor import DuplicateKeyError
+from ruamel.yaml.error import MarkedYAMLError, YAMLError
+
+__all__ = [
+    "Loc",
+    "LocatedError",
+    "YamlFileError",
+    "dotted",
+    "format_errors",
+    "line_of",
+    "plain",
+    "read_yaml",
+]
+
+Loc = tuple[str | int, ...]
+
+
+class YamlFileError(Exception):
+    """A file cannot be read or parsed; `problems` are ready-to-print `file:line: ...` lines."""
+
+    def __init__(self, problems: list[str]) -> None:
+        self.problems = problems
+        super().__init__("\n".join(problems))
+
+
+class LocatedError(ValueError):
+    """Problems at field paths *below* the validator that raises them.
+
+    A model validator can only fail as a whole; this carries exact sub-paths so the message
+    (and the YAML line) points at the offending field rather than its parent.
+    """
+
+    def __init__(self, problems: list[tuple[Loc, str]]) -> None:
+        self.problems = problems
+        super().__init__("; ".join(f"{dotted(loc)}: {msg}" for loc, msg in problems))
+
+
+def read_yaml(path: Path) -> Any:
+    """The round-trip tree of a YAML file (None if empty); `YamlFileError` names file and line."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise YamlFileError([f"{path}: no such file"]) from None
+    except UnicodeDecodeError as exc:
+        raise YamlFileError([f"{path}: not UTF-8 text (byte {exc.start})"]) from None
+    except OSError as exc:
+        raise YamlFileError([f"{path}: cannot read: {exc.strerror}"]) from None
+    try:
+        return YAML(typ="rt").load(text)
+    except MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
+        if isinstance(exc, DuplicateKeyError):
+            problem = "duplicate key"
+        else:
+            problem = exc.problem or exc.context or "syntax error"
+        raise YamlFileError([f"{where}: invalid YAML: {problem}"]) from None
+    except YAMLError as exc:
+        raise YamlFileError([f"{path}: invalid YAML: {exc}"]) from None
+
+
+class _Unsupported(Exception):
+    def __init__(self, loc: Loc, kind: str) -> None:
+        super().__init__(kind)
+        self.loc = loc
+        self.kind = kind
+
+
+def plain(node: Any, path: Path, loc: Loc = ()) -> Any:
+    """ruamel's round-trip values as plain dict/list/str/int/float/bool/None.
+
+    Raises `YamlFileError` for values pydantic should never see (dates, sets, custom tags).
+    """
+    try:
+        return _plain(node, loc)
+    except _Unsupported as exc:
+        line = line_of(node, exc.loc[len(loc) :])
+        where = f"{path}:{line}" if line else str(path)
+        raise YamlFileError(
+            [
+                f"{where}: {dotted(exc.loc)}: unsupported YAML value of type {exc.kind}"
+                " (quote it to make it a string)"
+            ]
+        ) from None
+
+
+def _plain(node: Any, loc: Loc) -> Any:
+    if isinstance(node, dict):  # CommentedMap is a dict
+        return {
+            (str(k) if isinstance(k, str) else _plain(k, loc)): _plain(v, (*loc, k))
+            for k, v in node.items()
+        }
+    if isinstance(node, list):  # CommentedSeq is a list
+        return [_plain(v, (*loc, i)) for i, v in enumerate(node)]
+    if isinstance(node, bool):  # before int: ScalarBoolean is an int
+        return bool(node)
+    for kind in (str, int, float):
+        if isinstance(node, kind):
+            return kind(node)
+    if node is None:
+        return None
+    tag = getattr(getattr(node, "tag", None), "value", None)
+    raise _Unsupported(loc, tag or type(node).__name__)
+
+
+def line_of(tree: Any, loc: Loc, skip: frozenset[str] = frozenset()) -> int | None:
+    """The 1-based line of the deepest part of `loc` found in `tree` (None if none is)."""
+    node: Any = tree
+    line: int | None = None
+    with contextlib.suppress(AttributeError):
+        line = node.lc.line + 1
+    for part in loc:
+        if isinstance(node, CommentedMap) and part in node:
+            with contextlib.suppress(KeyError, TypeError):  # `<<:` merged keys: no position
+                line = node.lc.key(part)[0] + 1
+            node = node[part]
+        elif isinstance(node, CommentedSeq) and isinstance(part, int) and 0 <= part < len(node):
+            line = node.lc.item(part)[0] + 1
+            node = node[part]
+        elif isinstance(part, str) and part in skip:
+            continue  # a union tag pydantic puts in the path; not in the file
+        else:
+            break
+    return line
+
+
+_MESSAGES = {
+    "extra_forbidden": "unknown key",
+    "missing": "required field is missing",
+}
+
+
+def format_errors(
+    errors: Iterable[ErrorDetails],
+    path: Path,
+    tree: Any,
+    prefix: Loc = (),
+    skip: frozenset[str] = frozenset(),
+) -> list[str]:
+    """pydantic errors as `file:line: field.path: message` lines.
+
+    `tree` is the YAML node that was validated, found at `prefix` in the file (prefix is
+    shown in the field path, e.g. `[2]` for the third rule of a list). Parts of error
+    locations listed in `skip` (union tags) are left out of the field path.
+    """
+    lines: list[str] = []
+    for error in errors:
+        loc = tuple(part for part in error["loc"] if part != "[key]")
+        cause = (error.get("ctx") or {}).get("error")
+        if isinstance(cause, LocatedError):
+            problems = [((*loc, *sub), msg) for sub, msg in cause.problems]
+        elif error["type"] == "union_tag_invalid":
+            ctx = error.get("ctx") or {}
+            field = str(ctx.get("discriminator", "")).strip("'")
+            problems = [
+                (
+                    (*loc, field) if field else loc,
+                    f"unknown value {ctx.get('tag')!r}; expected one of {ctx.get('expected_tags')}",
+                )
+            ]
+        else:
+            msg = _MESSAGES.get(error["type"], error["msg"])
+            problems = [(loc, msg.removeprefix("Value error, "))]
+        for full_loc, msg in problems:
+            line = line_of(tree, full_loc, skip)
+            where = f"{path}:{line}" if line else str(path)
+            shown = tuple(part for part in (*prefix, *full_loc) if part not in skip)
+            field = dotted(shown)
+            lines.append(f"{where}: {field + ': ' if field else ''}{msg}")
+    return lines
+
+
+_PLAIN_KEY_RE = re.compile(r"[A-Za-z0-9_-]+")
+
+
+def dotted(loc: Iterable[Any]) -> str:
+    """`tests[0].events[2].state`; keys with dots or spaces are quoted in brackets."""
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif _PLAIN_KEY_RE.fullmatch(str(part)):
+            out += f".{part}" if out else str(part)
+        else:
+            out += f"[{json.dumps(str(part))}]"
+    return out

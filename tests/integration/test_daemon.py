@@ -1,0 +1,171 @@
+"""`offsetd run` on the real stack: a poison record in a sink, decided on once, across a SIGKILL."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from ruamel.yaml import YAML
+
+from offsetd.audit import read_records
+from offsetd.devstack.stack import StackInfo
+from tests.integration.kafkautil import ConnectClient, create_topic, produce, unique, wait_for
+
+pytestmark = pytest.mark.integration
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+class Daemon:
+    """One `offsetd run` process, started in its own session and killed by its PID."""
+
+    def __init__(self, config: Path, log: Path, port: int) -> None:
+        self.config, self.log_path, self.port = config, log, port
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        log = self.log_path.open("ab")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "offsetd", "run", "--config", str(self.config)],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            cwd=REPO,
+            start_new_session=True,
+        )
+        wait_for("the daemon's /metrics", self._metrics_up, timeout_s=120)
+
+    def _metrics_up(self) -> bool:
+        assert self.proc is not None
+        if self.proc.poll() is not None:
+            raise AssertionError(f"offsetd run exited: {self.log_path.read_text()[-3000:]}")
+        try:
+            return httpx.get(f"http://127.0.0.1:{self.port}/metrics", timeout=2).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    def metrics(self) -> str:
+        return httpx.get(f"http://127.0.0.1:{self.port}/metrics", timeout=5).text
+
+    def kill(self, sig: int = signal.SIGKILL) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            os.killpg(self.proc.pid, sig)
+            self.proc.wait(timeout=60)
+
+
+@pytest.fixture
+def daemon_config(stack: StackInfo, tmp_path: Path) -> tuple[Path, dict[str, Any]]:
+    data = stack.offsetd_config()
+    dlq = unique("dlq-poison")
+    data["connect_clusters"]["local"]["dlq_topics"] = [dlq]
+    data["daemon"] = {
+        "app_id": unique("offsetd-test"),
+        "partitions": 4,
+        "rules_dir": str(REPO / "rules" / "examples"),
+        "audit_topic": unique("offsetd.audit"),
+        "web_port": _free_port(),
+        "data_dir": str(tmp_path / "state"),
+    }
+    path = tmp_path / "offsetd.yaml"
+    with path.open("w") as out:
+        YAML().dump(data, out)
+    return path, data
+
+
+def _skips(west: str, topic: str) -> list[dict[str, Any]]:
+    return [
+        r
+        for r in read_records({"bootstrap.servers": west}, topic)
+        if any(a.get("type") == "skip-record" for a in r.get("actions", []))
+    ]
+
+
+def test_poison_record_is_decided_once_after_the_third_failure_across_a_sigkill(
+    connect: ConnectClient, west: str, tmp_path: Path, daemon_config: tuple[Path, dict[str, Any]]
+) -> None:
+    config, data = daemon_config
+    dlq = data["connect_clusters"]["local"]["dlq_topics"][0]
+    audit_topic = data["daemon"]["audit_topic"]
+    topic, name = unique("poison"), unique("poison-sink")
+    create_topic(west, topic)
+    create_topic(west, dlq)
+    daemon = Daemon(config, tmp_path / "daemon.log", data["daemon"]["web_port"])
+    daemon.start()
+    try:
+        produce(west, topic, [(f"k{i}".encode(), json.dumps({"n": i}).encode()) for i in range(5)])
+        connect.create(
+            name,
+            {
+                "connector.class": "org.apache.kafka.connect.file.FileStreamSinkConnector",
+                "tasks.max": "1",
+                "topics": topic,
+                "file": str(tmp_path / "sink.txt"),
+                "key.converter": "org.apache.kafka.connect.storage.StringConverter",
+                "value.converter": "org.apache.kafka.connect.json.JsonConverter",
+                "value.converter.schemas.enable": "false",
+                "errors.tolerance": "none",
+                "errors.deadletterqueue.topic.name": dlq,
+                "errors.deadletterqueue.topic.replication.factor": "1",
+                "errors.deadletterqueue.context.headers.enable": "true",
+                "consumer.override.auto.offset.reset": "earliest",
+            },
+        )
+        connect.wait_running(name)
+        wait_for(
+            "5 records committed",
+            lambda: (
+                (o := connect.offsets(name)["offsets"]) and o[0]["offset"] == {"kafka_offset": 5}
+            ),
+        )
+        poison = produce(west, topic, [(b"bad", b"{not json")])[0]
+        produce(west, topic, [(b"k6", b'{"n": 6}'), (b"k7", b'{"n": 7}')])
+
+        def failed() -> bool:
+            status = connect.status(name)
+            return status is not None and [t["state"] for t in status["tasks"]] == ["FAILED"]
+
+        def fail_again() -> None:
+            response = connect.http.post(
+                connect.path(name, "/restart"),
+                params={"includeTasks": "true", "onlyFailed": "true"},
+            )
+            assert response.status_code in (200, 202, 204), response.text
+            time.sleep(2)
+            wait_for("the task to fail again", failed)
+
+        wait_for("failure 1", failed)
+        fail_again()  # failure 2
+        time.sleep(5)  # let the daemon see failure 2 before it is killed
+        assert _skips(west, audit_topic) == []
+        daemon.kill(signal.SIGKILL)
+        daemon.start()
+        time.sleep(5)
+        assert _skips(west, audit_topic) == [], "nothing may fire before the third failure"
+        fail_again()  # failure 3
+        skips = wait_for("the skip decision", lambda: _skips(west, audit_topic), timeout_s=90)
+        time.sleep(5)  # anything duplicated would show up by now
+        skips = _skips(west, audit_topic)
+        assert len(skips) == 1, skips
+        decision = skips[0]
+        assert decision["connector"] == name
+        assert decision["record"] == {"topic": topic, "partition": 0, "offset": poison}
+        assert decision["record_status"] == "exact"
+        assert decision["rule"] == "poison-record-skip"
+        assert "offsetd_events_total" in daemon.metrics()
+    finally:
+        daemon.kill(signal.SIGTERM)
+        connect.delete(name)
