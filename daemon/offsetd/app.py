@@ -173,6 +173,9 @@ def build_app(wiring: Wiring) -> faust.App:
                 metrics.malformed.labels(events_topic.get_topic_name()).inc()
                 log.exception("could not decide on an event for %s; skipped", key)
 
+    def count_match(rule: str) -> None:
+        metrics.rule_matches.labels(rule).inc()
+
     async def _decide_one(key: str, value: bytes) -> None:
         event = EVENT.validate_json(value)
         if isinstance(event, ConnectorStatusEvent):
@@ -180,7 +183,9 @@ def build_app(wiring: Wiring) -> faust.App:
         stored = states.get(key)
         state = ConnectorState.from_json(stored) if stored else ConnectorState()
         meta = wiring.meta.get(event.connect_cluster, event.connector)
-        state, decisions = decide(state, event, wiring.rules, meta, wiring.clock())
+        state, decisions = decide(
+            state, event, wiring.rules, meta, wiring.clock(), on_match=count_match
+        )
         for decision in decisions:
             record = decision.audit_record(wiring.rules)
             if await wiring.audit.write(record):

@@ -165,7 +165,30 @@ def test_poison_record_is_decided_once_after_the_third_failure_across_a_sigkill(
         assert decision["record"] == {"topic": topic, "partition": 0, "offset": poison}
         assert decision["record_status"] == "exact"
         assert decision["rule"] == "poison-record-skip"
-        assert "offsetd_events_total" in daemon.metrics()
+        metrics = daemon.metrics()
+        assert "offsetd_events_total" in metrics
+        skip_counter = 'mode="approve",outcome="planned",rule="poison-record-skip"} 1.0'
+        assert f"offsetd_decisions_total{{{skip_counter}" in metrics
+        shown = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "offsetd",
+                "history",
+                "--config",
+                str(config),
+                "-o",
+                "json",
+                "--rule",
+                "poison-record-skip",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert shown.returncode == 0, shown.stderr
+        assert [h["id"] for h in json.loads(shown.stdout)] == [decision["id"]]
     finally:
         daemon.kill(signal.SIGTERM)
         connect.delete(name)

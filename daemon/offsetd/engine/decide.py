@@ -187,8 +187,12 @@ def decide(
     rules: RuleSet,
     meta: ConnectorMeta | None,
     now_ms: int,
+    on_match: Callable[[str], None] | None = None,
 ) -> tuple[ConnectorState, list[Decision]]:
-    """Apply one event of this connector; returns the (updated in place) state and decisions."""
+    """Apply one event of this connector; returns the (updated in place) state and decisions.
+
+    `on_match(rule_name)` is told of every rule whose conditions hold for a live event (metrics).
+    """
     source = event.source
     partition_key = f"{source.topic}:{source.partition}"
     seen = state.offsets.get(partition_key)
@@ -216,6 +220,8 @@ def decide(
             continue  # stale: a replayed or late record never fires (nor counts)
         if rule.dynamic is not None and not rule.dynamic(event, meta):
             continue
+        if on_match is not None:
+            on_match(rule.name)
         if record is None and rule.keys_record:
             continue  # counted per record, and this event names none (DLQ without headers)
         rule_state = state.rules.get(rule.name)

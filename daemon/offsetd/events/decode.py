@@ -205,7 +205,10 @@ def build(raw: RawRecord, model: type[_M], data: dict[str, object]) -> _M:
     try:
         event: _M = model.__pydantic_validator__.validate_python(data)
     except ValidationError as exc:  # say where and what kind, never the input
-        where = ", ".join(f"{'.'.join(map(str, e['loc']))} ({e['type']})" for e in exc.errors()[:3])
+        where = ", ".join(
+            f"{'.'.join(str(part)[:40] for part in e['loc'])} ({e['type']})"
+            for e in exc.errors()[:3]
+        )
         raise malformed(raw, f"invalid {model.__name__}: {where}") from None
     return event
 

@@ -77,7 +77,7 @@ def _context_headers(raw: RawRecord) -> dict[str, str | None]:
     found: dict[str, str | None] = {}
     for name, value in raw.headers:
         if name.startswith(DLQ_HEADER_PREFIX):
-            found[name] = None if value is None else utf8(raw, value, f"header {name}")
+            found[name] = None if value is None else utf8(raw, value, f"header {name[:80]}")
     return found
 
 
