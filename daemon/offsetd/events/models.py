@@ -143,8 +143,8 @@ def owner_key(connect_cluster: str, connector: str) -> str:
     return f"{connect_cluster}/{connector}"
 
 
-_CAUSED_BY = re.compile(r"^Caused by: ([\w.$]+)(?::\s*(.*))?$", re.MULTILINE)
-_FIRST = re.compile(r"^([\w.$]+)(?::\s*(.*))?$")
+_CAUSED_BY = re.compile(r"^Caused by: ([\w.$]+)(?::[ \t]*(.*))?$", re.MULTILINE)
+_FIRST = re.compile(r"^([\w.$]+)(?::[ \t]*(.*))?$")
 
 
 def error_from_trace(trace: str | None) -> ErrorInfo | None:
