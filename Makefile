@@ -20,11 +20,10 @@ test: install
 
 check: lint types test
 
-# The main job on the embedded local stack: bring it up, write offsetd.yaml, print the endpoints.
+# The main job on the embedded local stack: the stack, the daemon (observe mode, rules/examples),
+# a sink connector fed a poison record, and the daemon's decisions from `offsetd history`.
 demo: install
-	$(VENV)/offsetd dev up --detach
-	$(VENV)/offsetd dev env --write-config offsetd.yaml
-	@echo "offsetd.yaml written; stop the stack with: make down"
+	$(VENV)/offsetd dev demo
 
 down:
 	$(VENV)/offsetd dev down

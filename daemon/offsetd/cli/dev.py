@@ -14,6 +14,9 @@ from typing import Any, NoReturn
 import click
 from ruamel.yaml import YAML
 
+from offsetd.cli.output import table
+from offsetd.cli.run import history_row
+from offsetd.devstack.demo import run_demo
 from offsetd.devstack.errors import DevStackError
 from offsetd.devstack.stack import Stack, StackInfo
 
@@ -141,3 +144,29 @@ def _write_yaml(path: Path, data: dict[str, Any]) -> None:
     with path.open("w") as out:
         out.write("# offsetd configuration for the local stack, written by `offsetd dev env`.\n")
         yaml.dump(data, out)
+
+
+@dev.command()
+@run_dir_option
+@click.option(
+    "--config",
+    "config_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=Path("offsetd.yaml"),
+    show_default=True,
+    help="Where to write the config for the stack and the daemon.",
+)
+def demo(run_dir: Path, config_path: Path) -> None:
+    """The main job: the daemon (observe mode) deciding on a real poison record."""
+    try:
+        records = run_demo(Stack(run_dir, log=_say), config_path, _say)
+    except DevStackError as exc:
+        _fail(exc)
+    click.echo("offsetd history (decisions for the demo connector, newest first):")
+    rows = [history_row(r) for r in reversed(records)]
+    headers = ["decided at", "rule", "mode", "outcome", "connector", "actions", "record"]
+    click.echo(table(headers, rows))
+    click.echo(
+        f"\nall decisions: .venv/bin/offsetd history --config {config_path}\n"
+        "stop everything: make down"
+    )

@@ -132,13 +132,13 @@ def history(
     if output == "json":
         emit_json(records)
         return
-    rows = [_row(r) for r in records]
+    rows = [history_row(r) for r in records]
     click.echo(
         table(["decided at", "rule", "mode", "outcome", "connector", "actions", "record"], rows)
     )
 
 
-def _row(record: dict[str, Any]) -> tuple[Any, ...]:
+def history_row(record: dict[str, Any]) -> tuple[Any, ...]:
     when = datetime.fromtimestamp(record.get("decided_at_ms", 0) / 1000, UTC)
     target = record.get("record")
     where = (

@@ -124,6 +124,22 @@ class Stack:
         self._state_file.write_text(json.dumps(info.__dict__, indent=2))
         return info
 
+    def spawn_extra(self, name: str, argv: list[str]) -> procs.ProcessRecord:
+        """Start a process that belongs to this stack (e.g. the demo's daemon): `down` stops it.
+
+        One of the same name that still runs is stopped first, so a second demo restarts it.
+        """
+        self._records = procs.load(self._procs_file)
+        procs.stop([r for r in self._records if r.name == name])
+        self._records = [r for r in self._records if r.name != name]
+        return self._spawn(name, argv)
+
+    def stop_extra(self, name: str) -> list[str]:
+        records = procs.load(self._procs_file)
+        stopped = procs.stop([r for r in records if r.name == name])
+        procs.save([r for r in records if r.name != name], self._procs_file)
+        return stopped
+
     def down(self) -> list[str]:
         """Stop exactly the recorded processes that are still ours; safe to call twice."""
         stopped = _stop_in_order(procs.load(self._procs_file))
@@ -319,9 +335,12 @@ class Stack:
 
 
 def _stop_in_order(records: list[procs.ProcessRecord]) -> list[str]:
-    """Connect workers first, while their brokers still answer, so they leave the group cleanly."""
+    """Clients first (the demo's daemon), then Connect workers while their brokers still
+    answer, so they leave their groups cleanly, then the brokers."""
+    extras = [r for r in records if not r.name.startswith(("connect-", "kafka-"))]
     workers = [r for r in records if r.name.startswith("connect-")]
-    return procs.stop(workers) + procs.stop([r for r in records if r not in workers])
+    brokers = [r for r in records if r.name.startswith("kafka-")]
+    return procs.stop(extras) + procs.stop(workers) + procs.stop(brokers)
 
 
 def _death_message(what: str, record: procs.ProcessRecord) -> str:
