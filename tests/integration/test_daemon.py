@@ -147,10 +147,13 @@ def test_poison_record_is_decided_once_after_the_third_failure_across_a_sigkill(
             time.sleep(2)
             wait_for("the task to fail again", failed)
 
+        # A record nobody can decode (no headers, not Connect's) is counted and skipped.
+        produce(west, dlq, [(b"junk", b"\xff\xfe not a DLQ record")])
         wait_for("failure 1", failed)
         fail_again()  # failure 2
         time.sleep(5)  # let the daemon see failure 2 before it is killed
         assert _skips(west, audit_topic) == []
+        assert f'offsetd_malformed_records_total{{topic="{dlq}"}} 1.0' in daemon.metrics()
         daemon.kill(signal.SIGKILL)
         daemon.start()
         time.sleep(5)
@@ -192,3 +195,25 @@ def test_poison_record_is_decided_once_after_the_third_failure_across_a_sigkill(
     finally:
         daemon.kill(signal.SIGTERM)
         connect.delete(name)
+
+
+def test_run_refuses_a_connect_cluster_on_another_kafka_cluster(
+    stack: StackInfo, tmp_path: Path
+) -> None:
+    data = stack.offsetd_config()
+    data["connect_clusters"]["local"]["kafka_cluster"] = "east"  # Connect really lives on west
+    path = tmp_path / "offsetd.yaml"
+    with path.open("w") as out:
+        YAML().dump(data, out)
+    result = subprocess.run(
+        [sys.executable, "-m", "offsetd", "run", "--config", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        cwd=REPO,
+    )
+    assert result.returncode == 20, result.stderr
+    east_id, west_id = stack.clusters["east"]["cluster.id"], stack.clusters["west"]["cluster.id"]
+    assert f"reports Kafka cluster id {west_id}" in result.stderr
+    assert f"is {east_id}" in result.stderr
