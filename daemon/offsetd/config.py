@@ -14,7 +14,6 @@ names, aliases, servers) and never input values in general, which may be secrets
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import re
 import ssl
@@ -46,12 +45,10 @@ from pydantic_settings import (
     SettingsConfigDict,
     SettingsError,
 )
-from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
-from ruamel.yaml.constructor import DuplicateKeyError
-from ruamel.yaml.error import MarkedYAMLError, YAMLError
 
 from offsetd.errors import ConfigError
+from offsetd.yamlerrors import YamlFileError, dotted, plain, read_yaml
 
 __all__ = [
     "CONFIG_PATH_ENV_VAR",
@@ -104,7 +101,7 @@ class _LocatedError(ValueError):
 
     def __init__(self, problems: list[tuple[tuple[str | int, ...], str]]) -> None:
         self.problems = problems
-        super().__init__("; ".join(f"{_dotted(loc)}: {msg}" for loc, msg in problems))
+        super().__init__("; ".join(f"{dotted(loc)}: {msg}" for loc, msg in problems))
 
 
 def _check_topic(name: str) -> str:
@@ -573,13 +570,9 @@ def load_settings(path: Path | None, environ: Mapping[str, str] | None = None) -
     environ = os.environ if environ is None else environ
     tree = _read_yaml(path) if path is not None else None
     try:
-        file_data = _plain(tree, ()) if tree is not None else {}
-    except _UnsupportedValue as exc:
-        where = _Locator(path, tree, {}).where(exc.loc)
-        raise ConfigError(
-            f"{where}: {_dotted(exc.loc)}: unsupported YAML value of type {exc.kind}"
-            " (quote it to make it a string)"
-        ) from None
+        file_data = plain(tree, path) if tree is not None and path is not None else {}
+    except YamlFileError as exc:
+        raise ConfigError(str(exc)) from None
 
     try:
         env_data = _EnvironSource(Settings, environ)()
@@ -600,27 +593,12 @@ def load_settings(path: Path | None, environ: Mapping[str, str] | None = None) -
 
 
 def _read_yaml(path: Path) -> CommentedMap | None:
+    if not path.exists():
+        raise ConfigError(f"configuration file {path} does not exist")
     try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ConfigError(f"configuration file {path} does not exist") from None
-    except UnicodeDecodeError as exc:
-        raise ConfigError(f"{path}: not UTF-8 text (byte {exc.start})") from None
-    except OSError as exc:
-        raise ConfigError(f"cannot read configuration file {path}: {exc.strerror}") from None
-    try:
-        tree = YAML(typ="rt").load(text)
-    except MarkedYAMLError as exc:
-        # str(exc) quotes the offending source line (maybe a secret): use only mark and problem.
-        mark = exc.problem_mark or exc.context_mark
-        where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
-        if isinstance(exc, DuplicateKeyError):
-            problem = "duplicate key"
-        else:
-            problem = exc.problem or exc.context or "syntax error"
-        raise ConfigError(f"{where}: invalid YAML: {problem}") from None
-    except YAMLError:
-        raise ConfigError(f"{path}: invalid YAML") from None
+        tree = read_yaml(path)
+    except YamlFileError as exc:
+        raise ConfigError(str(exc)) from None
     if tree is None:  # empty file: no clusters, which is valid
         return None
     if not isinstance(tree, CommentedMap):
@@ -630,34 +608,6 @@ def _read_yaml(path: Path) -> CommentedMap | None:
             f"not {kind}"
         )
     return tree
-
-
-class _UnsupportedValue(Exception):
-    def __init__(self, loc: tuple[str | int, ...], kind: str) -> None:
-        super().__init__(kind)
-        self.loc = loc
-        self.kind = kind
-
-
-def _plain(node: Any, loc: tuple[str | int, ...]) -> Any:
-    """ruamel's round-trip types as plain dict/list/str/int/float/bool/None."""
-    if isinstance(node, dict):  # CommentedMap is a dict
-        return {_plain_key(k, loc): _plain(v, (*loc, k)) for k, v in node.items()}
-    if isinstance(node, list):  # CommentedSeq is a list
-        return [_plain(v, (*loc, i)) for i, v in enumerate(node)]
-    if isinstance(node, bool):  # before int: ScalarBoolean is an int
-        return bool(node)
-    for kind in (str, int, float):
-        if isinstance(node, kind):
-            return kind(node)
-    if node is None:
-        return None
-    tag = getattr(getattr(node, "tag", None), "value", None)
-    raise _UnsupportedValue(loc, tag or type(node).__name__)
-
-
-def _plain_key(key: Any, loc: tuple[str | int, ...]) -> Any:
-    return str(key) if isinstance(key, str) else _plain(key, loc)
 
 
 def _deep_merge(base: Any, override: Any) -> Any:
@@ -760,22 +710,9 @@ def _format_errors(errors: list[ErrorDetails], locator: _Locator) -> list[str]:
             msg = _MESSAGES.get(error["type"], error["msg"])
             problems = [(loc, msg.removeprefix("Value error, "))]
         for full_loc, msg in problems:
-            field = _dotted(full_loc)
+            field = dotted(full_loc)
             lines.append(f"{locator.where(full_loc)}: {field + ': ' if field else ''}{msg}")
     return lines
 
 
 _PLAIN_KEY_RE = re.compile(r"[A-Za-z0-9_-]+")
-
-
-def _dotted(loc: tuple[Any, ...]) -> str:
-    """`connect_clusters.local.dlq_topics[0]`; keys with dots are quoted in brackets."""
-    out = ""
-    for part in loc:
-        if isinstance(part, int):
-            out += f"[{part}]"
-        elif _PLAIN_KEY_RE.fullmatch(str(part)):
-            out += f".{part}" if out else str(part)
-        else:
-            out += f"[{json.dumps(str(part))}]"
-    return out

@@ -1,6 +1,6 @@
 """Read YAML files and say where a validation problem is: `file:line: field.path: message`.
 
-The same approach as `offsetd.config` (which keeps its own copy): parse with ruamel's
+Shared by `offsetd.config`, the rule loader and the rule-test runner: parse with ruamel's
 round-trip loader, which remembers the line of every key and list item, convert to plain
 Python values for pydantic, and map each pydantic error location back to a line. Used by the
 rule loader and the rule-test runner, whose files may hold many documents' worth of fields.
@@ -75,8 +75,9 @@ def read_yaml(path: Path) -> Any:
         else:
             problem = exc.problem or exc.context or "syntax error"
         raise YamlFileError([f"{where}: invalid YAML: {problem}"]) from None
-    except YAMLError as exc:
-        raise YamlFileError([f"{path}: invalid YAML: {exc}"]) from None
+    except YAMLError:
+        # its text may quote the offending source line, which can hold a secret
+        raise YamlFileError([f"{path}: invalid YAML"]) from None
 
 
 class _Unsupported(Exception):
