@@ -62,9 +62,15 @@ class Daemon:
         return httpx.get(f"http://127.0.0.1:{self.port}/metrics", timeout=5).text
 
     def kill(self, sig: int = signal.SIGKILL) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            os.killpg(self.proc.pid, sig)
-            self.proc.wait(timeout=60)
+        """Signal the daemon's process group; a daemon slow to stop on SIGTERM gets SIGKILL."""
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        os.killpg(self.proc.pid, sig)
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(timeout=30)
 
 
 @pytest.fixture
