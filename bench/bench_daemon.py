@@ -483,7 +483,7 @@ DLQ_STAGES = [  # stage, executing class, exception class, message; weights
 
 
 def _dlq_value(rng: random.Random) -> bytes:
-    """The failed record's value: 0.7-2 KB of JSON, cut short (not valid JSON any more)."""
+    """The failed record's value: JSON cut short (0.5-1.4 KB, not valid JSON any more)."""
     items = ",".join(
         f'{{"sku":"SKU-{rng.randrange(10**6):06d}","qty":{rng.randint(1, 9)},"price":'
         f'"{rng.randint(1, 999)}.{rng.randint(0, 99):02d}"}}'
@@ -647,8 +647,14 @@ def generated_rules() -> list[dict[str, Any]]:
     """45 rules with varied conditions: name globs and regexes, classes, messages, stages."""
     rules: list[dict[str, Any]] = []
 
-    def rule(name: str, match: dict[str, Any], count: int = 1, within: str = "10m",
-             key: list[str] | None = None, cooldown: str = "5m") -> None:  # fmt: skip
+    def rule(
+        name: str,
+        match: dict[str, Any],
+        count: int = 1,
+        within: str = "10m",
+        key: list[str] | None = None,
+        cooldown: str = "5m",
+    ) -> None:
         when: dict[str, Any] = {"count": count, "within": within}
         if key:
             when["key"] = key
@@ -700,8 +706,8 @@ def generated_rules() -> list[dict[str, Any]]:
         ),
     ]
     for i, (name, cond) in enumerate(classes):
-        rule(f"class-{name}", {**failed, **cond}, count=1 + i % 2, key=["connector", "task_id"]
-             if i % 3 == 0 else None)  # fmt: skip
+        per_task = ["connector", "task_id"] if i % 3 == 0 else None
+        rule(f"class-{name}", {**failed, **cond}, count=1 + i % 2, key=per_task)
     messages: list[tuple[str, Any, dict[str, Any]]] = [
         ("refused", "Connection refused", {}),
         ("timeout", "(?i)timed out", {}),
@@ -1235,22 +1241,22 @@ def report(results: dict[str, list[Result]], prefix: int) -> None:
         print(
             f"  {READERS[key][0]:<36} {runs[0].records:>8,} {best:>9,.0f} {median:>9,.0f} {ratios}"
         )
-    if prefix < RECORDS:
+    like: list[tuple[str, float]] = []
+    for key, runs in results.items():
+        rates = [rate for r in runs if (rate := r.prefix_rate(prefix)) is not None]
+        if rates and key != "a" and prefix < RECORDS:
+            like.append((key, statistics.median(rates)))
+    if like:
         print(f"\n  like for like, the first {prefix:,} records (median; x (b2)):")
-        reference = None
-        if "b2" in results:
-            reference = statistics.median(r.prefix_rate(prefix) or 0.0 for r in results["b2"])
-        for key, runs in results.items():
-            rates = [rate for r in runs if (rate := r.prefix_rate(prefix)) is not None]
-            if not rates or key == "a":
-                continue
-            median = statistics.median(rates)
+        reference = dict(like).get("b2")
+        for key, median in like:
             ratio = f"{median / reference:>6.2f}" if reference else ""
             print(f"  {READERS[key][0]:<36} {median:>9,.0f} {ratio}")
-    spread = {k: (min(r.rate for r in v), max(r.rate for r in v)) for k, v in results.items()}
-    print("\n  spread (slowest-fastest round): " + ", ".join(
-        f"{k} {lo:,.0f}-{hi:,.0f}" for k, (lo, hi) in spread.items()
-    ))  # fmt: skip
+    spread = [
+        f"{k} {min(r.rate for r in v):,.0f}-{max(r.rate for r in v):,.0f}"
+        for k, v in results.items()
+    ]
+    print("\n  spread (slowest-fastest round): " + ", ".join(spread))
     full = {
         k: runs[0].tally
         for k, runs in results.items()
