@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import quote
 
@@ -138,3 +139,29 @@ class ConnectClient:
             return status if status["tasks"] and set(states) == {"RUNNING"} else None
 
         return wait_for(f"{name} RUNNING", probe, timeout_s)
+
+
+def json_file_sink(topic: str, out: Path, **extra: str) -> dict[str, str]:
+    """A FileStreamSink of schemaless JSON values with string keys, from the earliest record."""
+    return {
+        "connector.class": "org.apache.kafka.connect.file.FileStreamSinkConnector",
+        "tasks.max": "1",
+        "topics": topic,
+        "file": str(out),
+        "key.converter": "org.apache.kafka.connect.storage.StringConverter",
+        "value.converter": "org.apache.kafka.connect.json.JsonConverter",
+        "value.converter.schemas.enable": "false",
+        "consumer.override.auto.offset.reset": "earliest",
+        **extra,
+    }
+
+
+def string_file_source(source: Path, topic: str) -> dict[str, str]:
+    """A FileStreamSource writing each line of `source` as a plain string record."""
+    return {
+        "connector.class": "org.apache.kafka.connect.file.FileStreamSourceConnector",
+        "tasks.max": "1",
+        "file": str(source),
+        "topic": topic,
+        "value.converter": "org.apache.kafka.connect.storage.StringConverter",
+    }

@@ -29,6 +29,7 @@ from tests.integration.kafkautil import (
     ConnectClient,
     consume_all,
     create_topic,
+    json_file_sink,
     produce,
     unique,
     wait_for,
@@ -61,20 +62,16 @@ def _create_dlq(bootstrap: str, name: str) -> None:
 def _sink(connect: ConnectClient, name: str, topic: str, dlq: str, out: Path) -> None:
     connect.create(
         name,
-        {
-            "connector.class": "org.apache.kafka.connect.file.FileStreamSinkConnector",
-            "tasks.max": "1",
-            "topics": topic,
-            "file": str(out),
-            "key.converter": "org.apache.kafka.connect.storage.StringConverter",
-            "value.converter": "org.apache.kafka.connect.json.JsonConverter",
-            "value.converter.schemas.enable": "false",
-            "consumer.override.auto.offset.reset": "earliest",
-            "errors.tolerance": "none",
-            "errors.deadletterqueue.topic.name": dlq,
-            "errors.deadletterqueue.topic.replication.factor": "1",
-            "errors.deadletterqueue.context.headers.enable": "true",
-        },
+        json_file_sink(
+            topic,
+            out,
+            **{
+                "errors.tolerance": "none",
+                "errors.deadletterqueue.topic.name": dlq,
+                "errors.deadletterqueue.topic.replication.factor": "1",
+                "errors.deadletterqueue.context.headers.enable": "true",
+            },
+        ),
     )
 
 

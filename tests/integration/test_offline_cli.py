@@ -9,7 +9,15 @@ import pytest
 
 from offsetd.devstack import mm2
 from tests.integration.cliutil import offsetd, offsetd_json
-from tests.integration.kafkautil import ConnectClient, create_topic, produce, unique, wait_for
+from tests.integration.kafkautil import (
+    ConnectClient,
+    create_topic,
+    json_file_sink,
+    produce,
+    string_file_source,
+    unique,
+    wait_for,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -57,16 +65,7 @@ def test_offline_alter_of_a_stopped_source_and_undo(
     source.write_text("".join(f"row {i}\n" for i in range(8)))
     topic, name = unique("offline-src"), unique("offline-src")
     create_topic(west, topic)
-    connect.create(
-        name,
-        {
-            "connector.class": "org.apache.kafka.connect.file.FileStreamSourceConnector",
-            "tasks.max": "1",
-            "file": str(source),
-            "topic": topic,
-            "value.converter": "org.apache.kafka.connect.storage.StringConverter",
-        },
-    )
+    connect.create(name, string_file_source(source, topic))
     try:
         connect.wait_running(name)
         size = source.stat().st_size
@@ -116,19 +115,7 @@ def test_offline_alter_of_a_stopped_sink_group(
     topic, name = unique("offline-sink"), unique("offline-sink")
     create_topic(west, topic)
     produce(west, topic, [(b"k", b'{"a": 1}')] * 4)
-    connect.create(
-        name,
-        {
-            "connector.class": "org.apache.kafka.connect.file.FileStreamSinkConnector",
-            "tasks.max": "1",
-            "topics": topic,
-            "file": str(tmp_path / "out.txt"),
-            "value.converter": "org.apache.kafka.connect.json.JsonConverter",
-            "value.converter.schemas.enable": "false",
-            "key.converter": "org.apache.kafka.connect.storage.StringConverter",
-            "consumer.override.auto.offset.reset": "earliest",
-        },
-    )
+    connect.create(name, json_file_sink(topic, tmp_path / "out.txt"))
     try:
         connect.wait_running(name)
         wait_for(

@@ -14,7 +14,9 @@ from tests.integration.kafkautil import (
     ConnectClient,
     consume_all,
     create_topic,
+    json_file_sink,
     produce,
+    string_file_source,
     unique,
     wait_for,
 )
@@ -46,20 +48,7 @@ def _status_records(west: str, stack: StackInfo, name: str) -> int:
 
 
 def _sink(connect: ConnectClient, name: str, topic: str, out: Path, **extra: str) -> None:
-    connect.create(
-        name,
-        {
-            "connector.class": "org.apache.kafka.connect.file.FileStreamSinkConnector",
-            "tasks.max": "1",
-            "topics": topic,
-            "file": str(out),
-            "key.converter": "org.apache.kafka.connect.storage.StringConverter",
-            "value.converter": "org.apache.kafka.connect.json.JsonConverter",
-            "value.converter.schemas.enable": "false",
-            "consumer.override.auto.offset.reset": "earliest",
-            **extra,
-        },
-    )
+    connect.create(name, json_file_sink(topic, out, **extra))
 
 
 def _sink_offset(connect: ConnectClient, name: str) -> int | None:
@@ -79,16 +68,7 @@ def test_filestream_source_set_to_byte_10_is_shown_and_reread_from_there(
     source.write_text(content)
     topic, name = unique("fs-rewind"), unique("fs-rewind")
     create_topic(west, topic)
-    connect.create(
-        name,
-        {
-            "connector.class": "org.apache.kafka.connect.file.FileStreamSourceConnector",
-            "tasks.max": "1",
-            "file": str(source),
-            "topic": topic,
-            "value.converter": "org.apache.kafka.connect.storage.StringConverter",
-        },
-    )
+    connect.create(name, string_file_source(source, topic))
     try:
         connect.wait_running(name)
         end = {"filename": str(source)}

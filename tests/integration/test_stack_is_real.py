@@ -17,6 +17,7 @@ from tests.integration.kafkautil import (
     create_topic,
     headers_of,
     produce,
+    string_file_source,
     unique,
     wait_for,
 )
@@ -32,16 +33,7 @@ def test_filestream_source_offset_is_the_byte_length_of_the_file(
     source_file.write_text("".join(f"{line}\n" for line in lines), encoding="ascii")
     topic, name = unique("fs-source"), unique("fs-source")
     create_topic(west, topic)
-    connect.create(
-        name,
-        {
-            "connector.class": "org.apache.kafka.connect.file.FileStreamSourceConnector",
-            "tasks.max": "1",
-            "file": str(source_file),
-            "topic": topic,
-            "value.converter": "org.apache.kafka.connect.storage.StringConverter",
-        },
-    )
+    connect.create(name, string_file_source(source_file, topic))
     try:
         connect.wait_running(name)
         expected = {
