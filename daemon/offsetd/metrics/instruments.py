@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from prometheus_client import CollectorRegistry, Counter, Gauge
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 
 @dataclass(frozen=True)
@@ -56,6 +56,102 @@ class DaemonMetrics:
                 "offsetd_audit_writes",
                 "Decisions written to the audit topic (acknowledged), by outcome.",
                 ["outcome"],
+                registry=registry,
+            ),
+        )
+
+
+#: The outcomes a decision ends with once the remediation layer has handled it.
+REMEDIATION_OUTCOMES = (
+    "executed",
+    "dry_run",
+    "awaiting_approval",
+    "suppressed_budget",
+    "suppressed_cooldown",
+    "suppressed_blast_radius",
+    "breaker_open",
+    "failed",
+    "not_located",
+)
+
+
+@dataclass(frozen=True)
+class RemediationMetrics:
+    """What the remediation layer did: the dashboards and alerts in deploy/ and grafana/ use these."""
+
+    outcomes: Counter
+    skipped: Counter
+    quarantined: Counter
+    duration: Histogram
+    stopped_seconds: Counter
+    left_stopped: Gauge
+    breaker_open: Gauge
+    paused: Gauge
+    notifications: Counter
+    connect_requests: Counter
+
+    @classmethod
+    def create(cls, registry: CollectorRegistry) -> RemediationMetrics:
+        return cls(
+            outcomes=Counter(
+                "offsetd_remediation_outcomes",
+                "Decisions by rule and final outcome (executed, dry_run, awaiting_approval, "
+                "suppressed_*, breaker_open, failed, not_located).",
+                ["rule", "outcome"],
+                registry=registry,
+            ),
+            skipped=Counter(
+                "offsetd_records_skipped",
+                "Records offsetd moved a connector past, by Connect cluster, connector and topic.",
+                ["connect_cluster", "connector", "topic"],
+                registry=registry,
+            ),
+            quarantined=Counter(
+                "offsetd_records_quarantined",
+                "Records copied to the quarantine topic (acknowledged), by connector and topic.",
+                ["connect_cluster", "connector", "topic"],
+                registry=registry,
+            ),
+            duration=Histogram(
+                "offsetd_remediation_duration_seconds",
+                "Wall time of one remediation, from its first step to its verified end.",
+                ["action", "result"],
+                buckets=(0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300, 600),
+                registry=registry,
+            ),
+            stopped_seconds=Counter(
+                "offsetd_connector_stopped_seconds",
+                "Seconds connectors spent STOPPED by offsetd during remediations.",
+                ["connect_cluster", "connector"],
+                registry=registry,
+            ),
+            left_stopped=Gauge(
+                "offsetd_connector_left_stopped",
+                "1 while offsetd has left a connector STOPPED and escalated (needs a person).",
+                ["connect_cluster", "connector"],
+                registry=registry,
+            ),
+            breaker_open=Gauge(
+                "offsetd_breaker_open",
+                "1 while the breaker for a connector is open (offsetd stopped acting on it).",
+                ["connect_cluster", "connector"],
+                registry=registry,
+            ),
+            paused=Gauge(
+                "offsetd_automation_paused",
+                "1 while automation is paused globally (offsetd pause).",
+                registry=registry,
+            ),
+            notifications=Counter(
+                "offsetd_notifications",
+                "Notify actions, by rule and result (logged, sent, failed).",
+                ["rule", "result"],
+                registry=registry,
+            ),
+            connect_requests=Counter(
+                "offsetd_connect_requests",
+                "REST calls the remediation layer made to Connect, by method and status code.",
+                ["method", "code"],
                 registry=registry,
             ),
         )
