@@ -77,7 +77,7 @@ REMEDIATION_OUTCOMES = (
 
 @dataclass(frozen=True)
 class RemediationMetrics:
-    """What the remediation layer did: the dashboards and alerts in deploy/ and grafana/ use these."""
+    """What the remediation layer did; the dashboards and alerts (deploy/, grafana/) use these."""
 
     outcomes: Counter
     skipped: Counter
