@@ -98,6 +98,10 @@ class AuditLog:
         )
         self._seen: set[str] = set()
 
+    @property
+    def conf(self) -> dict[str, str]:
+        return dict(self._conf)
+
     def start(self) -> None:
         ensure_topic(self._conf, self.topic)
         self._seen = {r["id"] for r in read_records(self._conf, self.topic)}

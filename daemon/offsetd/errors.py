@@ -88,3 +88,15 @@ class UndoConflict(OffsetdError):
 
 class TargetOutOfRange(OffsetdError):
     exit_code = 17
+
+
+class ControlStoreUnavailable(OffsetdError):
+    """The guard state (the control topic) could not be read or a write was not acknowledged."""
+
+    exit_code = 23
+
+
+class ControlRefused(OffsetdError):
+    """An operator command on the guard state does not apply (unknown id, already decided...)."""
+
+    exit_code = 24

@@ -86,6 +86,13 @@ def daemon_config(stack: StackInfo, tmp_path: Path) -> tuple[Path, dict[str, Any
         "web_port": _free_port(),
         "data_dir": str(tmp_path / "state"),
     }
+    # Part 1's contract (decisions, counted once): its restarts and skips must not act here.
+    data["remediation"] = {
+        "opt_out": ["*"],
+        "sagas_topic": unique("offsetd.sagas"),
+        "control_topic": unique("offsetd.control"),
+        "quarantine_topic": unique("offsetd.quarantine"),
+    }
     path = tmp_path / "offsetd.yaml"
     with path.open("w") as out:
         YAML().dump(data, out)
@@ -96,7 +103,8 @@ def _skips(west: str, topic: str) -> list[dict[str, Any]]:
     return [
         r
         for r in read_records({"bootstrap.servers": west}, topic)
-        if any(a.get("type") == "skip-record" for a in r.get("actions", []))
+        if r.get("kind") != "remediation"
+        and any(a.get("type") == "skip-record" for a in r.get("actions", []))
     ]
 
 

@@ -367,6 +367,8 @@ def test_skip_record_exact_from_dlq_events() -> None:
     assert d.record_status == "exact"
     assert d.key == "connector=orders-sink,record=orders-3@1200"
     assert d.actions[0].params == {
+        "single_record_batches": True,
+        "check": None,
         "record": {"topic": "orders", "partition": 3, "offset": 1200},
         "record_status": "exact",
         "next_offset": 1201,

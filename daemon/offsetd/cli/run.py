@@ -70,10 +70,11 @@ def check_cluster_ids(settings: Settings, alias: str) -> None:
 @click.option("--log-level", type=click.Choice(["debug", "info", "warn", "error"]), default="info")
 @reports_errors
 def run(config_path: Path, rules_dir: Path | None, observe: bool, log_level: str) -> None:
-    """Run the daemon: tail Connect's topics, match rules, decide, audit."""
+    """Run the daemon: tail Connect's topics, match rules, decide, audit, remediate."""
     from offsetd.app import Wiring, build_app  # faust is imported only here
     from offsetd.connect.meta import ConnectorMetaCache
-    from offsetd.metrics.instruments import DaemonMetrics
+    from offsetd.metrics.instruments import DaemonMetrics, RemediationMetrics
+    from offsetd.remediation.wiring import build_remediator
     from offsetd.rules import RuleSet
     from offsetd.rules.loading import load_rules
 
@@ -90,6 +91,10 @@ def run(config_path: Path, rules_dir: Path | None, observe: bool, log_level: str
     audit = AuditLog(kafka.client_config(), settings.daemon.audit_topic)
     audit.start()
     registry = CollectorRegistry()
+    meta = ConnectorMetaCache({n: ConnectClient.for_cluster(c) for n, c in connect.items()})
+    remediator = build_remediator(
+        settings, alias, connect, audit, RemediationMetrics.create(registry), meta
+    )
     wiring = Wiring(
         settings=settings,
         alias=alias,
@@ -97,9 +102,10 @@ def run(config_path: Path, rules_dir: Path | None, observe: bool, log_level: str
         connect=connect,
         rules=rules,
         audit=audit,
-        meta=ConnectorMetaCache({n: ConnectClient.for_cluster(c) for n, c in connect.items()}),
+        meta=meta,
         registry=registry,
         metrics=DaemonMetrics.create(registry),
+        remediator=remediator,
     )
     logging.basicConfig(level=log_level.upper().replace("WARN", "WARNING"))
     app = build_app(wiring)

@@ -195,6 +195,28 @@ class ConnectClient:
         response = await self._call("GET", _path(name, "/offsets"), name=name, what="read offsets")
         return entries_from_json(response.json().get("offsets", []))
 
+    async def config(self, name: str) -> dict[str, str]:
+        """`GET /connectors/{name}/config`: the stored config (Connect adds `name` to it)."""
+        response = await self._call("GET", _path(name, "/config"), name=name, what="read config")
+        return {str(k): str(v) for k, v in response.json().items()}
+
+    async def validate_config(
+        self, connector_class: str, config: dict[str, str]
+    ) -> dict[str, list[str]]:
+        """`PUT /connector-plugins/{class}/config/validate`: the errors per key (none: `{}`).
+
+        Validation runs on the worker that answers, with its client override policy, and changes
+        nothing: a refused `consumer.override.*` key shows up here as an error on that key.
+        """
+        path = f"/connector-plugins/{quote(connector_class, safe='')}/config/validate"
+        response = await self._call("PUT", path, what="validate a connector config", json=config)
+        errors: dict[str, list[str]] = {}
+        for item in response.json().get("configs", []):
+            value = item.get("value", {})
+            if value.get("errors"):
+                errors[str(value.get("name"))] = [str(e) for e in value["errors"]]
+        return errors
+
     # -- changes --------------------------------------------------------------------------------
 
     async def stop(self, name: str) -> None:
@@ -229,6 +251,12 @@ class ConnectClient:
             "DELETE", _path(name, "/offsets"), name=name, what="reset offsets"
         )
         return str(response.json().get("message", ""))
+
+    async def put_config(self, name: str, config: dict[str, str]) -> None:
+        """`PUT /connectors/{name}/config`: replace the whole config (400 if Connect refuses it)."""
+        await self._call(
+            "PUT", _path(name, "/config"), name=name, what="update the config", json=config
+        )
 
     # -- plumbing -------------------------------------------------------------------------------
 

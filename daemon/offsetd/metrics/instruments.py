@@ -72,6 +72,13 @@ REMEDIATION_OUTCOMES = (
     "breaker_open",
     "failed",
     "not_located",
+    "rejected",
+    "suppressed_disabled",
+    "suppressed_inhibited",
+    "suppressed_paused",
+    "suppressed_opt_out",
+    "refused_strimzi",
+    "refused_not_allowed",
 )
 
 

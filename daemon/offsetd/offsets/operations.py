@@ -297,6 +297,81 @@ class OffsetsService:
             await self._record(replace(original, status="undone", message=f"undone by {sid}"))
         return Outcome(plan, sid, actual, final_state, message, warnings)
 
+    # -- the same steps one by one, for a caller that records its own progress between them --
+    # (the daemon's skip saga: it persists a durable record after each step and can resume at
+    # any of them after a crash; `execute` above is these steps in one go for the CLI)
+
+    async def snapshot(self, plan: Plan) -> Snapshot:
+        """Record the before-image durably, before anything moves; its id is the undo id."""
+        snapshot = Snapshot(
+            id=new_snapshot_id(self.now()),
+            created_at=self.now(),
+            connect_cluster=self.connect_cluster,
+            connector=plan.connector,
+            operation=plan.operation,
+            status="planned",
+            before=plan.before,
+            after=plan.after,
+            undo_of=plan.undo_of,
+        )
+        await self._record(snapshot)
+        return snapshot
+
+    async def stop_and_wait(self, plan: Plan, snapshot: Snapshot) -> tuple[Plan, Snapshot]:
+        """Stop (unless already STOPPED), wait for STOPPED with no tasks, rebase the images."""
+        if (await self.client.status(plan.connector)).state != "STOPPED":
+            self.log(f"stopping {plan.connector}")
+            await self.client.stop(plan.connector)
+        await self._wait_stopped(plan.connector)
+        plan = _rebased(plan, tuple(await self.client.offsets(plan.connector)))
+        snapshot = replace(snapshot, status="stopped", before=plan.before, after=plan.after)
+        await self._record(snapshot)
+        return plan, snapshot
+
+    async def write(self, plan: Plan, snapshot: Snapshot) -> str:
+        """PATCH (or DELETE); a refused write is read back before anyone is told "unchanged"."""
+        try:
+            if plan.patch is None:
+                return await self.client.delete_offsets(plan.connector)
+            return await self.client.patch_offsets(plan.connector, list(plan.patch))
+        except OffsetdError as exc:
+            raise await self._after_failed_write(plan, snapshot, exc) from None
+
+    async def read_back(self, plan: Plan, snapshot: Snapshot) -> tuple[OffsetEntry, ...]:
+        """The offsets as Connect now reports them; a difference leaves the connector STOPPED."""
+        sid = snapshot.id
+        try:
+            actual = tuple(await self.client.offsets(plan.connector))
+        except OffsetdError as exc:
+            text = (
+                f"offsets of {plan.connector} were written but could not be read back ({exc}); "
+                "the connector is left STOPPED; check them and undo with "
+                f"`offsetd offsets undo {sid}`"
+            )
+            await self._record(replace(snapshot, status="left-stopped", message=text))
+            raise ChangeIncomplete(text) from None
+        mismatch = _mismatch(plan, actual)
+        if mismatch:
+            text = (
+                f"offsets of {plan.connector} read back differently ({mismatch}); the connector "
+                f"is left STOPPED; inspect it and undo with `offsetd offsets undo {sid}`"
+            )
+            await self._record(replace(snapshot, status="left-stopped", after=actual, message=text))
+            raise ChangeIncomplete(text)
+        return actual
+
+    async def restore_state(self, plan: Plan) -> str:
+        """Put the connector back in the state it had before the stop (see `_restore`)."""
+        return await self._restore(plan)
+
+    async def record_outcome(
+        self, snapshot: Snapshot, status: str, after: tuple[OffsetEntry, ...], message: str
+    ) -> None:
+        await self._record(replace(snapshot, status=status, after=after, message=message))
+
+    async def load_snapshot(self, snapshot_id: str) -> Snapshot:
+        return await asyncio.to_thread(self.store.get, snapshot_id)
+
     async def _after_failed_write(
         self, plan: Plan, snapshot: Snapshot, exc: OffsetdError
     ) -> OffsetdError:

@@ -33,6 +33,7 @@ from pydantic import (
 )
 
 from offsetd.events.models import EventKind
+from offsetd.remediation.checks import RecordCheck
 from offsetd.yamlerrors import LocatedError
 
 __all__ = [
@@ -396,6 +397,16 @@ class SkipRecord(_Model):
     """
 
     type: Literal["skip-record"]
+    single_record_batches: bool = Field(
+        True,
+        description="When no DLQ names the record: make the failure repeat with "
+        "consumer.override.max.poll.records=1 (then the committed offset is the failing record).",
+    )
+    check: RecordCheck | None = Field(
+        None,
+        description="Last resort: what the poison record looks like; the record at the "
+        "committed offset is skipped only if it fails this check.",
+    )
 
 
 class Pause(_Model):

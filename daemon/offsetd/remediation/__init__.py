@@ -1,0 +1,1 @@
+"""Safe remediation: locating the poison record, quarantining it, and the skip saga around them."""

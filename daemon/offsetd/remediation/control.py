@@ -1,0 +1,670 @@
+"""The guard state that must outlive the daemon: pause, breakers, approvals, skips, opt-outs.
+
+It lives in a compacted topic (`remediation.control_topic`, one partition, on the daemon's Kafka
+cluster), one JSON record per key, because a budget or a breaker kept in memory is forgotten by a
+restart, and an operator's `offsetd pause` must reach every daemon process. Keys::
+
+    pause                               the global pause (paused or not, who, when, why)
+    breaker/<cluster>/<connector>       a breaker, open or reset
+    approval/<decision id>              pending, approved or rejected, with the decision's summary
+    skips/<cluster>/<connector>         the recent skip times (the whole list: compaction keeps it)
+    optout/<cluster>/<connector>        a per-connector opt-out, set or lifted
+
+Records are never deleted by offsetd: lifting a pause or resetting a breaker writes a record that
+says who did it and when, so the topic is also the trail of operator actions. Every write is a
+produce with acks=all that is awaited until acknowledged; a write that is not acknowledged raises,
+and the caller must not act as if it happened.
+
+`ControlState` is pure (built from records, queried by the guards); `ControlStore` does the I/O.
+The running daemon calls `catch_up()` before each decision, which reads only what is new, so an
+`offsetd approve` typed in another shell takes effect at the next decision.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import getpass
+import json
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient
+from confluent_kafka.cimpl import NewTopic
+
+from offsetd.config import Settings
+from offsetd.errors import ControlStoreUnavailable
+from offsetd.metrics.instruments import RemediationMetrics
+
+__all__ = [
+    "Approval",
+    "ApprovalStatus",
+    "Breaker",
+    "ControlRecord",
+    "ControlState",
+    "ControlStore",
+    "OptOut",
+    "Pause",
+    "approval_key",
+    "breaker_key",
+    "current_user",
+    "optout_key",
+    "publish_gauges",
+    "skips_key",
+]
+
+PAUSE_KEY = "pause"
+ApprovalStatus = Literal["pending", "approved", "rejected"]
+
+
+def breaker_key(connect_cluster: str, connector: str) -> str:
+    return f"breaker/{connect_cluster}/{connector}"
+
+
+def approval_key(decision_id: str) -> str:
+    return f"approval/{decision_id}"
+
+
+def skips_key(connect_cluster: str, connector: str) -> str:
+    return f"skips/{connect_cluster}/{connector}"
+
+
+def optout_key(connect_cluster: str, connector: str) -> str:
+    return f"optout/{connect_cluster}/{connector}"
+
+
+def current_user() -> str:
+    """The OS user, for `by` when no `--by` is given (records say who acted)."""
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return "unknown"
+
+
+# -- state --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ControlRecord:
+    """One record to write: the key and its JSON value. Pure helpers return these."""
+
+    key: str
+    value: dict[str, Any]
+
+    def encoded(self) -> tuple[bytes, bytes]:
+        return self.key.encode(), json.dumps(self.value, sort_keys=True).encode()
+
+
+@dataclass(frozen=True)
+class Pause:
+    paused: bool
+    by: str
+    at_ms: int
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class Breaker:
+    connect_cluster: str
+    connector: str
+    open: bool
+    at_ms: int
+    why: str
+    decision_id: str | None
+    by: str
+
+
+@dataclass(frozen=True)
+class Approval:
+    decision_id: str
+    status: ApprovalStatus
+    rule: str
+    connect_cluster: str
+    connector: str
+    summary: str
+    requested_at_ms: int
+    by: str | None = None  # who approved or rejected
+    at_ms: int | None = None  # when
+
+
+@dataclass(frozen=True)
+class OptOut:
+    connect_cluster: str
+    connector: str
+    opted_out: bool
+    by: str
+    at_ms: int
+    reason: str = ""
+
+
+@dataclass
+class ControlState:
+    """The latest value of every control key, with the queries the guards need.
+
+    `apply` takes records in topic order and is idempotent (a key's latest value wins), so
+    reading a record twice (our own write, then `catch_up`) changes nothing.
+    """
+
+    pause: Pause | None = None
+    breakers: dict[tuple[str, str], Breaker] = field(default_factory=dict)
+    approvals: dict[str, Approval] = field(default_factory=dict)
+    skips: dict[tuple[str, str], tuple[int, ...]] = field(default_factory=dict)
+    optouts: dict[tuple[str, str], OptOut] = field(default_factory=dict)
+    ignored: int = 0  # records that could not be understood (kept out of the state, counted)
+
+    # -- building -------------------------------------------------------------------------------
+
+    def apply(self, key: str, value: Mapping[str, Any] | None) -> None:
+        """Fold one record in. Unknown keys and malformed values are counted, never fatal."""
+        try:
+            self._apply(key, value)
+        except (KeyError, TypeError, ValueError):
+            self.ignored += 1
+
+    def apply_record(self, record: ControlRecord) -> None:
+        self.apply(record.key, record.value)
+
+    def _apply(self, key: str, value: Mapping[str, Any] | None) -> None:
+        kind, _, rest = key.partition("/")
+        if kind == PAUSE_KEY and not rest:
+            self.pause = None if value is None else _pause(value)
+            return
+        if kind == "approval" and rest:
+            if value is None:
+                self.approvals.pop(rest, None)
+            else:
+                self.approvals[rest] = _approval(rest, value)
+            return
+        cluster, sep, connector = rest.partition("/")
+        if not sep or not cluster or not connector:
+            raise ValueError(key)
+        where = (cluster, connector)
+        if kind == "breaker":
+            if value is None:
+                self.breakers.pop(where, None)
+            else:
+                self.breakers[where] = _breaker(cluster, connector, value)
+        elif kind == "skips":
+            if value is None:
+                self.skips.pop(where, None)
+            else:
+                self.skips[where] = tuple(sorted(int(t) for t in value["times_ms"]))
+        elif kind == "optout":
+            if value is None:
+                self.optouts.pop(where, None)
+            else:
+                self.optouts[where] = _optout(cluster, connector, value)
+        else:
+            raise ValueError(key)
+
+    # -- queries --------------------------------------------------------------------------------
+
+    @property
+    def paused(self) -> Pause | None:
+        """The pause record while automation is paused, else None."""
+        return self.pause if self.pause is not None and self.pause.paused else None
+
+    def open_breaker(self, connect_cluster: str, connector: str) -> Breaker | None:
+        breaker = self.breakers.get((connect_cluster, connector))
+        return breaker if breaker is not None and breaker.open else None
+
+    def open_breakers(self) -> list[Breaker]:
+        return sorted(
+            (b for b in self.breakers.values() if b.open),
+            key=lambda b: (b.connect_cluster, b.connector),
+        )
+
+    def approval(self, decision_id: str) -> Approval | None:
+        return self.approvals.get(decision_id)
+
+    def pending_approvals(self) -> list[Approval]:
+        return sorted(
+            (a for a in self.approvals.values() if a.status == "pending"),
+            key=lambda a: (a.requested_at_ms, a.decision_id),
+        )
+
+    def skip_times(self, connect_cluster: str, connector: str) -> tuple[int, ...]:
+        return self.skips.get((connect_cluster, connector), ())
+
+    def skips_within(self, connect_cluster: str, connector: str, now_ms: int, per_ms: int) -> int:
+        """Skips of this connector in the window (now - per, now]: what the budget counts."""
+        return sum(1 for t in self.skip_times(connect_cluster, connector) if now_ms - t < per_ms)
+
+    def last_skip(self, connect_cluster: str, connector: str) -> int | None:
+        times = self.skip_times(connect_cluster, connector)
+        return times[-1] if times else None
+
+    def opt_out(self, connect_cluster: str, connector: str) -> OptOut | None:
+        """The opt-out record while the connector is opted out (by `offsetd opt-out`)."""
+        record = self.optouts.get((connect_cluster, connector))
+        return record if record is not None and record.opted_out else None
+
+    def opted_out(self) -> list[OptOut]:
+        return sorted(
+            (o for o in self.optouts.values() if o.opted_out),
+            key=lambda o: (o.connect_cluster, o.connector),
+        )
+
+
+def _pause(value: Mapping[str, Any]) -> Pause:
+    return Pause(
+        paused=bool(value["paused"]),
+        by=str(value["by"]),
+        at_ms=int(value["at_ms"]),
+        reason=str(value.get("reason") or ""),
+    )
+
+
+def _breaker(cluster: str, connector: str, value: Mapping[str, Any]) -> Breaker:
+    decision = value.get("decision_id")
+    return Breaker(
+        connect_cluster=cluster,
+        connector=connector,
+        open=bool(value["open"]),
+        at_ms=int(value["at_ms"]),
+        why=str(value.get("why") or ""),
+        decision_id=None if decision is None else str(decision),
+        by=str(value["by"]),
+    )
+
+
+def _approval(decision_id: str, value: Mapping[str, Any]) -> Approval:
+    status = value["status"]
+    if status not in ("pending", "approved", "rejected"):
+        raise ValueError(status)
+    by, at = value.get("by"), value.get("at_ms")
+    return Approval(
+        decision_id=decision_id,
+        status=status,
+        rule=str(value["rule"]),
+        connect_cluster=str(value["connect_cluster"]),
+        connector=str(value["connector"]),
+        summary=str(value.get("summary") or ""),
+        requested_at_ms=int(value["requested_at_ms"]),
+        by=None if by is None else str(by),
+        at_ms=None if at is None else int(at),
+    )
+
+
+def _optout(cluster: str, connector: str, value: Mapping[str, Any]) -> OptOut:
+    return OptOut(
+        connect_cluster=cluster,
+        connector=connector,
+        opted_out=bool(value["opted_out"]),
+        by=str(value["by"]),
+        at_ms=int(value["at_ms"]),
+        reason=str(value.get("reason") or ""),
+    )
+
+
+# -- records (pure: what to write) --------------------------------------------------------------
+
+
+def pause_record(paused: bool, by: str, at_ms: int, reason: str = "") -> ControlRecord:
+    return ControlRecord(PAUSE_KEY, {"paused": paused, "by": by, "at_ms": at_ms, "reason": reason})
+
+
+def breaker_record(
+    connect_cluster: str,
+    connector: str,
+    *,
+    open: bool,
+    by: str,
+    at_ms: int,
+    why: str,
+    decision_id: str | None = None,
+) -> ControlRecord:
+    return ControlRecord(
+        breaker_key(connect_cluster, connector),
+        {"open": open, "by": by, "at_ms": at_ms, "why": why, "decision_id": decision_id},
+    )
+
+
+def approval_record(approval: Approval) -> ControlRecord:
+    return ControlRecord(
+        approval_key(approval.decision_id),
+        {
+            "status": approval.status,
+            "rule": approval.rule,
+            "connect_cluster": approval.connect_cluster,
+            "connector": approval.connector,
+            "summary": approval.summary,
+            "requested_at_ms": approval.requested_at_ms,
+            "by": approval.by,
+            "at_ms": approval.at_ms,
+        },
+    )
+
+
+def skips_record(
+    state: ControlState, connect_cluster: str, connector: str, at_ms: int, keep_ms: int
+) -> ControlRecord:
+    """The connector's skip history with one more skip at `at_ms`, pruned to `keep_ms`.
+
+    The whole list goes in one record because compaction keeps only a key's latest value; one
+    writer per connector (the daemon's partitioning) makes read-modify-write safe.
+    """
+    times = [t for t in state.skip_times(connect_cluster, connector) if at_ms - t < keep_ms]
+    times.append(at_ms)
+    return ControlRecord(skips_key(connect_cluster, connector), {"times_ms": sorted(times)})
+
+
+def optout_record(
+    connect_cluster: str, connector: str, *, opted_out: bool, by: str, at_ms: int, reason: str = ""
+) -> ControlRecord:
+    return ControlRecord(
+        optout_key(connect_cluster, connector),
+        {"opted_out": opted_out, "by": by, "at_ms": at_ms, "reason": reason},
+    )
+
+
+# -- the store ----------------------------------------------------------------------------------
+
+
+def ensure_topic(conf: Mapping[str, str], topic: str, timeout_s: float = 30.0) -> None:
+    """Create the control topic if missing: compacted, one partition (one order for all keys)."""
+    try:
+        admin = AdminClient(dict(conf))
+        metadata = admin.list_topics(timeout=timeout_s)
+        if topic in metadata.topics:
+            return
+        replicas = min(3, len(metadata.brokers)) or 1
+        future = admin.create_topics(
+            [NewTopic(topic, 1, replicas, config={"cleanup.policy": "compact"})],
+            operation_timeout=timeout_s,
+        )[topic]
+        future.result(timeout=timeout_s)
+    except KafkaException as exc:
+        error = exc.args[0]
+        if isinstance(error, KafkaError) and error.code() == KafkaError.TOPIC_ALREADY_EXISTS:
+            return
+        text = error.str() if isinstance(error, KafkaError) else str(error)
+        raise ControlStoreUnavailable(f"cannot create control topic {topic}: {text}") from None
+
+
+class ControlStore:
+    """Reads and writes the control topic; keeps the folded `ControlState`.
+
+    Not shared between threads: the async wrappers run the blocking calls in a worker thread
+    one at a time (a lock serialises them).
+    """
+
+    def __init__(
+        self,
+        conf: Mapping[str, str],
+        topic: str,
+        *,
+        clock: Callable[[], float] = time.time,
+        timeout_s: float = 30.0,
+    ) -> None:
+        self.topic = topic
+        self._conf = dict(conf)
+        self._clock = clock
+        self._timeout_s = timeout_s
+        self._state = ControlState()
+        self._position = 0  # next offset to read in partition 0
+        self._producer: Producer | None = None
+        self._consumer: Consumer | None = None
+        self._lock = threading.Lock()
+
+    @classmethod
+    def for_settings(cls, settings: Settings) -> ControlStore:
+        """The store on the daemon's Kafka cluster (`Settings.daemon_kafka_cluster()`)."""
+        kafka = settings.kafka_clusters[settings.daemon_kafka_cluster()]
+        return cls(kafka.client_config(), settings.remediation.control_topic)
+
+    @property
+    def state(self) -> ControlState:
+        return self._state
+
+    def now_ms(self) -> int:
+        return int(self._clock() * 1000)
+
+    # -- reading --------------------------------------------------------------------------------
+
+    def load(self) -> ControlState:
+        """Create the topic if needed and read it whole, from the beginning."""
+        with self._lock:
+            ensure_topic(self._conf, self.topic, self._timeout_s)
+            self._state = ControlState()
+            self._position = 0
+            self._read_to_end()
+            return self._state
+
+    def catch_up(self) -> ControlState:
+        """Read only the records written since the last read (by anyone, any process)."""
+        with self._lock:
+            if self._consumer is None:
+                ensure_topic(self._conf, self.topic, self._timeout_s)
+            self._read_to_end()
+            return self._state
+
+    async def aload(self) -> ControlState:
+        return await asyncio.to_thread(self.load)
+
+    async def acatch_up(self) -> ControlState:
+        return await asyncio.to_thread(self.catch_up)
+
+    def _consumer_for_reading(self) -> Consumer:
+        if self._consumer is None:
+            self._consumer = Consumer(
+                {
+                    **self._conf,
+                    "group.id": "offsetd-control-reader",  # never committed: assign() only
+                    "enable.auto.commit": "false",
+                    "enable.partition.eof": "false",
+                    # catch_up runs before every decision: a fetch the broker holds open
+                    # (default 500 ms) would delay the next watermark request by that much
+                    "fetch.wait.max.ms": "20",
+                }
+            )
+        return self._consumer
+
+    def _read_to_end(self) -> None:
+        consumer = self._consumer_for_reading()
+        partition = TopicPartition(self.topic, 0)
+        try:
+            low, high = consumer.get_watermark_offsets(
+                partition, timeout=self._timeout_s, cached=False
+            )
+        except KafkaException as exc:
+            raise ControlStoreUnavailable(
+                f"cannot read control topic {self.topic}: {_kafka_text(exc)}"
+            ) from None
+        start = max(self._position, low)
+        if start >= high:
+            self._position = max(self._position, high)
+            return
+        consumer.assign([TopicPartition(self.topic, 0, start)])
+        position = start
+        deadline = time.monotonic() + self._timeout_s
+        while position < high:
+            if time.monotonic() > deadline:
+                raise ControlStoreUnavailable(
+                    f"timed out reading control topic {self.topic} (at offset {position} of {high})"
+                )
+            # poll, not consume(n): consume waits for n records or its timeout, and a
+            # compacted topic has fewer records than offsets
+            msg = consumer.poll(0.5)
+            if msg is None or msg.error() is not None:
+                continue
+            position = max(position, (msg.offset() or 0) + 1)
+            self._fold(msg)
+        # stop fetching in the background: a pending long-poll fetch would delay the next
+        # catch_up's watermark request by fetch.wait.max.ms
+        consumer.unassign()
+        self._position = position
+
+    def _fold(self, msg: Message) -> None:
+        key = msg.key()
+        if not isinstance(key, bytes):
+            self._state.ignored += 1
+            return
+        raw = msg.value()
+        value: Any = None
+        if raw is not None:
+            try:
+                value = json.loads(raw)
+            except ValueError:
+                self._state.ignored += 1
+                return
+            if not isinstance(value, dict):
+                self._state.ignored += 1
+                return
+        self._state.apply(key.decode(errors="replace"), value)
+
+    # -- writing --------------------------------------------------------------------------------
+
+    def write(self, record: ControlRecord) -> None:
+        """Produce one record (acks=all) and wait for its acknowledgement, then fold it in."""
+        with self._lock:
+            self._write_locked(record)
+
+    async def awrite(self, record: ControlRecord) -> None:
+        await asyncio.to_thread(self.write, record)
+
+    def _write_locked(self, record: ControlRecord) -> None:
+        if self._producer is None:
+            self._producer = Producer(
+                {**self._conf, "acks": "all", "enable.idempotence": "true", "linger.ms": "0"}
+            )
+        errors: list[str] = []
+
+        def on_delivery(err: KafkaError | None, _msg: Message) -> None:
+            if err is not None:
+                errors.append(err.str())
+
+        key, value = record.encoded()
+        try:
+            self._producer.produce(self.topic, key=key, value=value, on_delivery=on_delivery)
+        except (KafkaException, BufferError) as exc:
+            raise ControlStoreUnavailable(
+                f"{record.key} was not written to {self.topic}: {exc}"
+            ) from None
+        remaining = self._producer.flush(self._timeout_s)
+        if remaining or errors:
+            raise ControlStoreUnavailable(
+                f"{record.key} was not acknowledged by the control topic {self.topic}: "
+                f"{errors[0] if errors else 'timed out'}"
+            )
+        self._state.apply_record(record)
+
+    # -- operations (each one acknowledged write) -----------------------------------------------
+
+    def set_pause(self, paused: bool, by: str, reason: str = "") -> ControlRecord:
+        record = pause_record(paused, by, self.now_ms(), reason)
+        self.write(record)
+        return record
+
+    def set_breaker(
+        self,
+        connect_cluster: str,
+        connector: str,
+        *,
+        open: bool,
+        by: str,
+        why: str,
+        decision_id: str | None = None,
+    ) -> ControlRecord:
+        record = breaker_record(
+            connect_cluster,
+            connector,
+            open=open,
+            by=by,
+            at_ms=self.now_ms(),
+            why=why,
+            decision_id=decision_id,
+        )
+        self.write(record)
+        return record
+
+    def request_approval(
+        self, decision_id: str, rule: str, connect_cluster: str, connector: str, summary: str
+    ) -> Approval:
+        """Write a pending approval once; an existing one (any status) is returned unchanged."""
+        existing = self._state.approval(decision_id)
+        if existing is not None:
+            return existing
+        approval = Approval(
+            decision_id, "pending", rule, connect_cluster, connector, summary, self.now_ms()
+        )
+        self.write(approval_record(approval))
+        return approval
+
+    def decide_approval(self, decision_id: str, approve: bool, by: str) -> Approval:
+        """Approve or reject a pending approval. The caller checks that it is pending."""
+        existing = self._state.approval(decision_id)
+        if existing is None:
+            raise KeyError(decision_id)
+        decided = Approval(
+            existing.decision_id,
+            "approved" if approve else "rejected",
+            existing.rule,
+            existing.connect_cluster,
+            existing.connector,
+            existing.summary,
+            existing.requested_at_ms,
+            by=by,
+            at_ms=self.now_ms(),
+        )
+        self.write(approval_record(decided))
+        return decided
+
+    def record_skip(
+        self, connect_cluster: str, connector: str, keep_ms: int, at_ms: int | None = None
+    ) -> ControlRecord:
+        """Count one completed skip for the budget and the breaker (keep `keep_ms` of history)."""
+        at = self.now_ms() if at_ms is None else at_ms
+        record = skips_record(self._state, connect_cluster, connector, at, keep_ms)
+        self.write(record)
+        return record
+
+    def set_opt_out(
+        self, connect_cluster: str, connector: str, opted_out: bool, by: str, reason: str = ""
+    ) -> ControlRecord:
+        record = optout_record(
+            connect_cluster,
+            connector,
+            opted_out=opted_out,
+            by=by,
+            at_ms=self.now_ms(),
+            reason=reason,
+        )
+        self.write(record)
+        return record
+
+    def close(self) -> None:
+        with self._lock:
+            if self._producer is not None:
+                self._producer.flush(10)
+                self._producer = None
+            if self._consumer is not None:
+                self._consumer.close()
+                self._consumer = None
+
+    def __enter__(self) -> ControlStore:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+
+def _kafka_text(exc: KafkaException) -> str:
+    error = exc.args[0] if exc.args else exc
+    return error.str() if isinstance(error, KafkaError) else str(error)
+
+
+def publish_gauges(state: ControlState, metrics: RemediationMetrics) -> None:
+    """Set `offsetd_automation_paused` and `offsetd_breaker_open` from the state.
+
+    Call it after `load`/`catch_up`: the gauges then follow operator commands typed anywhere.
+    A reset breaker is set to 0 (not removed), so a dashboard sees it close.
+    """
+    metrics.paused.set(1 if state.paused is not None else 0)
+    for (cluster, connector), breaker in state.breakers.items():
+        metrics.breaker_open.labels(connect_cluster=cluster, connector=connector).set(
+            1 if breaker.open else 0
+        )

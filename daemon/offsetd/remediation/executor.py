@@ -1,0 +1,571 @@
+"""Runs decisions: guards first, then the actions, one connector at a time, everything audited.
+
+The decide agent only enqueues (`submit`): each connector has its own queue and its own asyncio
+task, so a 2-minute skip saga on one connector never holds up the stream or another connector,
+and two remediations of one connector never overlap. A restart that is not yet due is dropped
+when a skip for the same connector arrives (the skip stops and resumes the connector anyway).
+
+Observe mode cannot write by construction: the guard verdict for an observe decision is
+`dry_run`, and `_act` — the only path that reaches a writing call — is never entered for it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import httpx
+
+from offsetd.audit import AuditLog, read_records
+from offsetd.config import ConnectCluster, RemediationSettings
+from offsetd.connect.client import ConnectClient
+from offsetd.engine import ConnectorMeta, Decision
+from offsetd.errors import OffsetdError
+from offsetd.metrics.instruments import RemediationMetrics
+from offsetd.offsets.operations import OffsetsService, Timeouts
+from offsetd.offsets.snapshots import SnapshotStore
+from offsetd.remediation.control import ControlStore
+from offsetd.remediation.guards import (
+    WRITING_ACTIONS,
+    GuardContext,
+    WritePermit,
+    evaluate,
+    open_breaker_if_recent_skip,
+)
+from offsetd.remediation.locate import restore_override
+from offsetd.remediation.notify import notify
+from offsetd.remediation.sagas import SagaRecord, SagaStore, skip_key
+from offsetd.remediation.skip import (
+    Quarantine,
+    SkipContext,
+    SkipResult,
+    SkipSaga,
+    SkipTimings,
+)
+
+log = logging.getLogger("offsetd.remediation")
+RESUBMIT_WITHIN_MS = 3_600_000  # older decisions without an outcome are left to a person
+
+
+class Locator(Protocol):
+    """Finds the failing record exactly, or says why not (see `offsetd.remediation.locate`)."""
+
+    async def locate(
+        self, client: ConnectClient, decision: Decision, sagas: SagaStore
+    ) -> tuple[dict[str, Any] | None, str, str]: ...
+
+
+@dataclass
+class Remediator:
+    """The remediation layer of one `offsetd run` worker."""
+
+    settings: RemediationSettings
+    connect: dict[str, ConnectCluster]
+    metrics: RemediationMetrics
+    audit: AuditLog
+    sagas: SagaStore
+    snapshots: Callable[[str], SnapshotStore]  # per Connect cluster
+    quarantine: Quarantine
+    control: ControlStore
+    locator: Locator
+    meta: Callable[[str, str], ConnectorMeta | None]
+    owner: str = "offsetd"
+    rewind: Callable[[OffsetsService, Decision, dict[str, Any]], Awaitable[str]] | None = None
+    now_ms: Callable[[], int] = field(default=lambda: int(time.time() * 1000))
+    http_timeout_s: float = 15.0
+    poll_s: float = 1.0
+    _queues: dict[str, asyncio.Queue[Decision]] = field(default_factory=dict)
+    _workers: dict[str, asyncio.Task[None]] = field(default_factory=dict)
+    _skip_pending: dict[str, asyncio.Event] = field(default_factory=dict)
+    _waiting_approval: dict[str, Decision] = field(default_factory=dict)
+    _background: list[asyncio.Task[None]] = field(default_factory=list)
+    _recovering: list[asyncio.Task[None]] = field(default_factory=list)
+
+    # -- entry points ---------------------------------------------------------------------------
+
+    def submit(self, decision: Decision) -> None:
+        """Enqueue a decision for its connector's worker task; never blocks the stream."""
+        owner = f"{decision.connect_cluster}/{decision.connector}"
+        if "skip-record" in decision.action_types and decision.outcome == "planned":
+            self._skip_pending.setdefault(owner, asyncio.Event()).set()
+        queue = self._queues.get(owner)
+        if queue is None:
+            queue = self._queues[owner] = asyncio.Queue()
+            self._workers[owner] = asyncio.create_task(self._work(owner, queue), name=owner)
+        queue.put_nowait(decision)
+
+    async def start(self, owns: Callable[[str, str], bool]) -> None:
+        """Recover unfinished sagas of the connectors this worker owns; watch approvals."""
+        await self.sagas.catch_up()
+        recovering = set()
+        for record in self.sagas.unfinished():
+            if owns(record.connect_cluster, record.connector):
+                recovering.add(record.decision_id)
+                self._recovering.append(asyncio.create_task(self._recover(record)))
+        for decision in await self._unhandled(owns):
+            if decision.id not in recovering:
+                log.warning("decision %s has no outcome yet (crash?); handling it", decision.id)
+                self.submit(decision)
+        self._background.append(asyncio.create_task(self._approvals_loop()))
+
+    async def _unhandled(self, owns: Callable[[str, str], bool]) -> list[Decision]:
+        """Recent decisions in the audit with no remediation outcome: a crash came between."""
+        records = await asyncio.to_thread(read_records, self.audit.conf, self.audit.topic)
+        handled = {r.get("decision_id") for r in records if r.get("kind") == "remediation"}
+        since = self.now_ms() - RESUBMIT_WITHIN_MS
+        found = []
+        for raw in records:
+            if raw.get("kind") == "remediation" or raw.get("id") in handled:
+                continue
+            if raw.get("outcome") != "planned" or int(raw.get("decided_at_ms", 0)) < since:
+                continue
+            if not owns(str(raw.get("connect_cluster")), str(raw.get("connector"))):
+                continue
+            found.append(
+                Decision.model_validate({k: v for k, v in raw.items() if k != "rule_spec"})
+            )
+        return found
+
+    async def stop(self) -> None:
+        tasks = [*self._workers.values(), *self._background, *self._recovering]
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+
+    async def idle(self) -> None:
+        """Wait until recoveries and every queued decision are done (tests, shutdown)."""
+        await asyncio.gather(*self._recovering, return_exceptions=True)
+        for queue in list(self._queues.values()):
+            await queue.join()
+
+    # -- per connector --------------------------------------------------------------------------
+
+    async def _work(self, owner: str, queue: asyncio.Queue[Decision]) -> None:
+        while True:
+            decision = await queue.get()
+            try:
+                await self.handle(decision)
+            except Exception:  # one bad remediation must not stop the connector's queue
+                log.exception("remediation of %s failed unexpectedly", decision.id)
+                self.metrics.outcomes.labels(decision.rule, "failed").inc()
+            finally:
+                queue.task_done()
+
+    async def handle(self, decision: Decision) -> str:
+        """Guard, act, audit. Returns the final outcome."""
+        state = await self.control.acatch_up()
+        cluster = self.connect.get(decision.connect_cluster)
+        orchestrator = cluster.orchestrator if cluster is not None else "none"
+        trips = _failure_trigger(decision) and open_breaker_if_recent_skip(
+            state,
+            self.settings,
+            decision.connect_cluster,
+            decision.connector,
+            decision.event_time_ms,
+            decision_id=decision.id,
+            by=self.owner,
+        )
+        if trips:
+            await self.control.awrite(trips)
+            self.metrics.breaker_open.labels(decision.connect_cluster, decision.connector).set(1)
+            state = self.control.state
+        failing: int | None = 0
+        writes = set(decision.action_types) & WRITING_ACTIONS
+        if cluster is not None and decision.mode != "observe" and writes:
+            failing = await self._failing_connectors(cluster)
+        meta = self.meta(decision.connect_cluster, decision.connector)
+        verdict = evaluate(
+            decision,
+            GuardContext(
+                settings=self.settings,
+                control=state,
+                connector_class=meta.connector_class if meta else None,
+                connector_type=meta.connector_type if meta else None,
+                orchestrator=orchestrator,
+                failing_connectors=failing,
+                now_ms=self.now_ms(),
+            ),
+        )
+        if verdict.permit is None or not verdict.proceed:
+            if verdict.outcome == "awaiting_approval":
+                self._waiting_approval[decision.id] = decision
+                await asyncio.to_thread(
+                    self.control.request_approval,
+                    decision.id,
+                    decision.rule,
+                    decision.connect_cluster,
+                    decision.connector,
+                    decision.summary(),
+                )
+            extra: dict[str, Any] = {"guard": verdict.guard}
+            if verdict.would_be:
+                extra["would_be"] = verdict.would_be
+            await self._notify_only(decision, verdict.outcome)
+            await self._finish(decision, verdict.outcome, verdict.detail, extra)
+            return verdict.outcome
+        if cluster is None:
+            await self._finish(decision, "failed", "unknown Connect cluster", {})
+            return "failed"
+        return await self._act(decision, cluster, verdict.permit)
+
+    async def _notify_only(self, decision: Decision, outcome: str) -> None:
+        """A held-back decision still tells people when its rule says notify (not for dry runs)."""
+        if outcome in ("dry_run",) or decision.outcome == "suppressed":
+            return
+        for action in decision.actions:
+            if action.type == "notify":
+                await self._notify(decision, action.params, outcome)
+
+    async def _notify(self, decision: Decision, params: dict[str, Any], outcome: str) -> None:
+        await notify(
+            decision,
+            params,
+            outcome,
+            metrics=self.metrics,
+            timeout_ms=self.settings.webhook_timeout,
+        )
+
+    async def _act(self, decision: Decision, cluster: ConnectCluster, permit: WritePermit) -> str:
+        """The only path to a writing call; it needs the guards' permit for this decision."""
+        if permit.decision_id != decision.id:
+            raise ValueError(f"permit {permit} is not for decision {decision.id}")
+        calls: list[dict[str, Any]] = []
+        started = time.monotonic()
+        outcome, message, extra = "executed", "", dict[str, Any]()
+        async with self._client(cluster, calls) as client:
+            for action in decision.actions:
+                try:
+                    outcome, message, more = await self._action(
+                        client, cluster, decision, action.type, action.params
+                    )
+                except OffsetdError as exc:
+                    outcome, message, more = "failed", str(exc), {}
+                extra.update(more)
+                if outcome != "executed":
+                    break
+        extra["http_calls"] = calls
+        action_name = "+".join(decision.action_types)
+        self.metrics.duration.labels(action_name, outcome).observe(time.monotonic() - started)
+        await self._finish(decision, outcome, message, extra)
+        return outcome
+
+    async def _action(
+        self,
+        client: ConnectClient,
+        cluster: ConnectCluster,
+        decision: Decision,
+        kind: str,
+        params: dict[str, Any],
+    ) -> tuple[str, str, dict[str, Any]]:
+        name = decision.connector
+        owner = f"{decision.connect_cluster}/{name}"
+        if kind == "restart-failed-tasks":
+            delay_s = max(int(params.get("not_before_ms") or 0) - self.now_ms(), 0) / 1000
+            pending = self._skip_pending.setdefault(owner, asyncio.Event())
+            if delay_s > 0:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(pending.wait(), timeout=delay_s)
+            if pending.is_set():
+                return "suppressed_skip_pending", "a skip of this connector is planned", {}
+            state = await client.restart_failed(name)
+            return "executed", f"restarted failed tasks; now {state.state}", {}
+        if kind == "pause":
+            await client.pause(name)
+            return "executed", "paused", {}
+        if kind == "stop":
+            await client.stop(name)
+            return "executed", "stopped", {}
+        if kind == "resume":
+            await client.resume(name)
+            return "executed", "resumed", {}
+        if kind == "notify":
+            await self._notify(decision, params, "executed")
+            return "executed", "notified", {}
+        if kind == "rewind":
+            if self.rewind is None:
+                return "failed", "rewind is not available in this worker", {}
+            service = self._offsets_service(client, decision.connect_cluster)
+            return "executed", await self.rewind(service, decision, params), {}
+        if kind == "skip-record":
+            return await self._skip(client, decision, params)
+        return "failed", f"unknown action {kind}", {}
+
+    # -- skip -----------------------------------------------------------------------------------
+
+    async def _skip(
+        self, client: ConnectClient, decision: Decision, params: dict[str, Any]
+    ) -> tuple[str, str, dict[str, Any]]:
+        owner = f"{decision.connect_cluster}/{decision.connector}"
+        try:
+            record, how, why = await self.locator.locate(client, decision, self.sagas)
+            if record is None:
+                self.metrics.outcomes.labels(decision.rule, "not_located").inc()
+                return "not_located", why, {"not_located": how}
+            key = skip_key(
+                decision.connect_cluster,
+                decision.connector,
+                str(record["topic"]),
+                int(record["partition"]),
+                int(record["offset"]),
+            )
+            await self.sagas.catch_up()
+            existing = self.sagas.get(key)
+            if existing is not None and existing.status == "done":
+                return "executed", f"already skipped by saga {key}", {"saga": key}
+            now = self.now_ms()
+            saga = SagaRecord(
+                key=key,
+                kind="skip",
+                connect_cluster=decision.connect_cluster,
+                connector=decision.connector,
+                decision_id=decision.id,
+                rule=decision.rule,
+                epoch=(existing.epoch + 1) if existing else 1,
+                owner=self.owner,
+                record=dict(record),
+                located_by=how,
+                started_at_ms=now,
+                updated_at_ms=now,
+            )
+            await self.sagas.put(saga)
+            result = await SkipSaga(self._skip_context(client, decision), saga).run()
+            return await self._skip_outcome(decision, result)
+        finally:
+            self._skip_pending.pop(owner, None)
+
+    async def _recover(self, record: SagaRecord) -> None:
+        """Finish (or roll back) a saga an earlier life of this worker started."""
+        cluster = self.connect.get(record.connect_cluster)
+        if cluster is None:
+            return
+        if record.kind == "locate":
+            # Killed while the connector read one-record batches: put its config back.
+            original = (record.override or {}).get("original")
+            async with self._client(cluster, []) as client:
+                await restore_override(client, record.connector, original)
+            await self.sagas.put(record.ended("done", self.now_ms(), "override restored"))
+            log.warning("restored the max.poll.records override of %s", record.connector)
+            return
+        if record.kind != "skip" or record.record is None:
+            return
+        taken = await self.sagas.put(
+            SagaRecord(**{**record.__dict__, "epoch": record.epoch + 1, "owner": self.owner})
+        )
+        log.warning("resuming saga %s after %s", taken.key, ",".join(taken.completed) or "start")
+        decision = await self._decision_of(taken)
+        calls: list[dict[str, Any]] = []
+        async with self._client(cluster, calls) as client:
+            ctx = self._skip_context(client, decision)
+            result = await SkipSaga(ctx, taken).run()
+        if decision is not None:
+            outcome, message, extra = await self._skip_outcome(decision, result)
+            extra["http_calls"] = calls
+            extra["recovered"] = True
+            await self._finish(decision, outcome, message, extra)
+
+    async def _skip_outcome(
+        self, decision: Decision | None, result: SkipResult
+    ) -> tuple[str, str, dict[str, Any]]:
+        rec = result.record
+        labels = (rec.connect_cluster, rec.connector)
+        extra: dict[str, Any] = {
+            "saga": rec.key,
+            "saga_status": result.status,
+            "steps": list(rec.events),
+            "quarantine": rec.quarantine_ref,
+            "snapshot_id": rec.snapshot_id,
+            "before": [e.as_json() for e in result.before],
+            "after": [e.as_json() for e in result.after],
+        }
+        if result.stopped_s:
+            self.metrics.stopped_seconds.labels(*labels).inc(result.stopped_s)
+        if result.status == "done":
+            topic = str((rec.record or {}).get("topic", ""))
+            self.metrics.skipped.labels(*labels, topic).inc()
+            self.metrics.quarantined.labels(*labels, topic).inc()
+            self.metrics.left_stopped.labels(*labels).set(0)
+            keep = max(self.settings.skip_budget.per, self.settings.breaker_window)
+            await asyncio.to_thread(
+                self.control.record_skip, rec.connect_cluster, rec.connector, keep
+            )
+            return "executed", result.message, extra
+        if result.left_stopped:
+            self.metrics.left_stopped.labels(*labels).set(1)
+            log.error("LEFT STOPPED: %s: %s", rec.key, result.message)
+        if result.verify_failed:
+            await asyncio.to_thread(
+                lambda: self.control.set_breaker(
+                    rec.connect_cluster,
+                    rec.connector,
+                    open=True,
+                    by=self.owner,
+                    why=f"the skip of {rec.key} did not help: {result.message}",
+                    decision_id=rec.decision_id,
+                )
+            )
+            self.metrics.breaker_open.labels(*labels).set(1)
+        if decision is not None and result.status in ("failed", "left_stopped"):
+            await self._notify(decision, {"severity": "critical"}, result.status)
+        outcome = "aborted" if result.status == "aborted" else "failed"
+        return outcome, result.message, extra
+
+    def _skip_context(self, client: ConnectClient, decision: Decision | None) -> SkipContext:
+        trigger = decision.inputs.trigger if decision is not None else None
+        error: dict[str, str] = {}
+        if decision is not None:
+            error["connector.name"] = decision.connector
+            if decision.task_id is not None:
+                error["task.id"] = str(decision.task_id)
+        if trigger is not None:
+            if trigger.stage:
+                error["stage"] = trigger.stage
+            if trigger.exception_class:
+                error["exception.class.name"] = trigger.exception_class
+        expected = None
+        if trigger is not None and trigger.kind == "task_status":
+            expected = trigger.root_cause_class or trigger.exception_class
+        cluster = decision.connect_cluster if decision is not None else ""
+        return SkipContext(
+            client=client,
+            offsets=self._offsets_service(client, cluster),
+            store=self.sagas,
+            quarantine=self.quarantine,
+            timings=SkipTimings(
+                verify_stable_for_s=self.settings.verify_stable_for / 1000,
+                poll_s=self.poll_s,
+                max_retries=self.settings.max_retries,
+            ),
+            error_context=error,
+            expected_error=expected,
+            now_ms=self.now_ms,
+        )
+
+    # -- plumbing -------------------------------------------------------------------------------
+
+    def _offsets_service(self, client: ConnectClient, connect_cluster: str) -> OffsetsService:
+        cluster = self.connect.get(connect_cluster)
+        return OffsetsService(
+            client,
+            self.snapshots(connect_cluster),
+            connect_cluster=connect_cluster,
+            orchestrator=cluster.orchestrator if cluster is not None else "none",
+            timeouts=Timeouts(
+                stop_s=self.settings.stop_timeout / 1000,
+                resume_s=self.settings.resume_timeout / 1000,
+                poll_s=0.5,
+            ),
+            log=lambda msg: log.info("%s", msg),
+        )
+
+    @contextlib.asynccontextmanager
+    async def _client(self, cluster: ConnectCluster, calls: list[dict[str, Any]]) -> Any:
+        """A Connect client whose every answer is logged for the audit (no bodies, no auth)."""
+
+        async def on_response(response: httpx.Response) -> None:
+            request = response.request
+            call = {
+                "method": request.method,
+                "path": request.url.path,
+                "status": response.status_code,
+            }
+            if request.url.query:
+                call["query"] = request.url.query.decode()
+            calls.append(call)
+            self.metrics.connect_requests.labels(request.method, str(response.status_code)).inc()
+
+        http = httpx.AsyncClient(
+            timeout=self.http_timeout_s,
+            event_hooks={"response": [on_response]},
+            **cluster.httpx_options(),
+        )
+        client = ConnectClient(http)
+        try:
+            yield client
+        finally:
+            await client.aclose()
+
+    async def _failing_connectors(self, cluster: ConnectCluster) -> int | None:
+        """Connectors with the connector or any task FAILED right now (the blast radius)."""
+        try:
+            async with ConnectClient.for_cluster(cluster, timeout_s=self.http_timeout_s) as client:
+                expanded = await client.expanded()
+        except OffsetdError as exc:
+            log.warning("could not count failing connectors: %s", exc)
+            return None
+        count = 0
+        for entry in expanded.values():
+            status = entry.get("status") or {}
+            states = [status.get("connector", {}).get("state")]
+            states += [t.get("state") for t in status.get("tasks", [])]
+            count += "FAILED" in states
+        return count
+
+    async def _finish(
+        self, decision: Decision, outcome: str, message: str, extra: dict[str, Any]
+    ) -> None:
+        self.metrics.outcomes.labels(decision.rule, outcome).inc()
+        record = {
+            "id": f"{decision.id}:{outcome}",
+            "kind": "remediation",
+            "decision_id": decision.id,
+            "rule": decision.rule,
+            "mode": decision.mode,
+            "connect_cluster": decision.connect_cluster,
+            "connector": decision.connector,
+            "actions": [a.model_dump(mode="json") for a in decision.actions],
+            "record": decision.record.model_dump() if decision.record else None,
+            "outcome": outcome,
+            "message": message,
+            "decided_at_ms": self.now_ms(),
+            **extra,
+        }
+        if "saga" in extra and extra.get("saga_status") == "done":
+            record["record"] = self.sagas.get(str(extra["saga"])).record  # type: ignore[union-attr]
+        try:
+            await self.audit.write(record)
+        except OffsetdError as exc:
+            log.error("could not audit the outcome of %s (%s): %s", decision.id, outcome, exc)
+        level = logging.WARNING if outcome in ("failed", "aborted") else logging.INFO
+        log.log(level, "remediation %s: %s %s", decision.id, outcome, message)
+
+    async def _decision_of(self, record: SagaRecord) -> Decision | None:
+        """The decision behind a saga, from the audit topic (it is written before any action)."""
+        records = await asyncio.to_thread(read_records, self.audit.conf, self.audit.topic)
+        for raw in records:
+            if raw.get("id") == record.decision_id and raw.get("kind") != "remediation":
+                return _decision_from_audit(raw)
+        return None
+
+    async def _approvals_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.poll_s)
+            try:
+                state = await self.control.acatch_up()
+            except OffsetdError as exc:
+                log.warning("could not read approvals: %s", exc)
+                continue
+            for decision_id in list(self._waiting_approval):
+                approval = state.approval(decision_id)
+                if approval is None or approval.status == "pending":
+                    continue
+                decision = self._waiting_approval.pop(decision_id, None)
+                if decision is not None:
+                    log.info("decision %s was approved; acting", decision_id)
+                    self.submit(decision)
+
+
+def _failure_trigger(decision: Decision) -> bool:
+    """Decisions caused by a failure (a FAILED status or a DLQ record) can trip the breaker."""
+    trigger = decision.inputs.trigger
+    return trigger.kind == "dlq_record" or trigger.state == "FAILED"
+
+
+def _decision_from_audit(raw: dict[str, Any]) -> Decision:
+    return Decision.model_validate({k: v for k, v in raw.items() if k != "rule_spec"})

@@ -1,0 +1,300 @@
+"""The guardrails: may this decision act now? Pure: no I/O, time comes in as `now_ms`.
+
+`evaluate(decision, ctx)` returns a `Verdict`: an outcome (one of `REMEDIATION_OUTCOMES`, or
+`proceed`), the guard that decided and a sentence for the audit and the log. Only a `proceed`
+verdict carries a `WritePermit`, and only this module can make one: an executor that demands a
+permit before any writing call cannot write for a dry run, a suppressed or an unapproved decision,
+whatever its own code paths do.
+
+The guards, in the order they are checked, and why that order:
+
+1. engine: the engine already suppressed it (disabled, inhibited, cooldown, rule budget); those
+   say the most about the rule and come first so the audit keeps the engine's reason.
+2. mode observe -> `dry_run`. The other guards are still evaluated and their verdict is reported
+   in the sentence ("enforce would have: ..."), so observe shows what enforce would do.
+3. strimzi -> `refused_strimzi`: Strimzi reverts a REST stop on its next reconcile; no Strimzi
+   backend exists yet, so nothing is done on such a cluster.
+4. pause -> `suppressed_paused`: the global kill switch (`offsetd pause`).
+5. opt-out -> `suppressed_opt_out`: `remediation.opt_out` globs, or `offsetd opt-out`.
+6. breaker -> `breaker_open`: a skip did not help before; a person must reset it.
+7. allowlist -> `refused_not_allowed`: offsets are moved (skip-record, rewind) only for classes
+   whose offsets Connect owns (`sink` = any sink, plus named classes).
+8. blast radius -> `suppressed_blast_radius`: more than `max_failing_connectors` failing on the
+   Connect cluster (or a count we could not read) is an outage, not a poison record.
+9. skip budget -> `suppressed_budget`: at most `skip_budget.max` skips per connector per
+   `skip_budget.per`, counted from the durable history, across rules.
+10. approval (mode approve) -> `awaiting_approval` until approved; `rejected` once rejected.
+    Last, so nobody is asked to approve what a guard would refuse anyway.
+
+Guards 3 to 9 protect Connect; a decision whose actions write nothing (notify only) passes them,
+because telling people is what should still happen during an outage or a pause.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fnmatch import fnmatchcase
+from typing import Literal
+
+from offsetd.config import RemediationSettings
+from offsetd.engine.decide import Decision
+from offsetd.remediation.control import ControlRecord, ControlState, breaker_record
+
+__all__ = [
+    "OFFSET_ACTIONS",
+    "PROCEED",
+    "WRITING_ACTIONS",
+    "GuardContext",
+    "Verdict",
+    "WritePermit",
+    "class_allowed",
+    "evaluate",
+    "open_breaker_if_recent_skip",
+]
+
+PROCEED = "proceed"
+#: Actions that call a writing Connect endpoint.
+WRITING_ACTIONS = frozenset(
+    {"restart-failed-tasks", "skip-record", "pause", "stop", "resume", "rewind"}
+)
+#: Actions that move a connector's offsets: only for allowlisted classes.
+OFFSET_ACTIONS = frozenset({"skip-record", "rewind"})
+
+Guard = Literal[
+    "engine",
+    "mode",
+    "strimzi",
+    "pause",
+    "opt_out",
+    "breaker",
+    "allowlist",
+    "blast_radius",
+    "skip_budget",
+    "approval",
+    "none",
+]
+
+_ENGINE_OUTCOMES = {
+    "disabled": "suppressed_disabled",
+    "inhibited": "suppressed_inhibited",
+    "cooldown": "suppressed_cooldown",
+    "budget": "suppressed_budget",
+}
+
+
+class WritePermit:
+    """Proof that the guards let this decision act; only `evaluate` creates one."""
+
+    __slots__ = ("decision_id",)
+
+    def __init__(self, decision_id: str, _token: object) -> None:
+        if _token is not _TOKEN:
+            raise TypeError("a WritePermit comes only from guards.evaluate")
+        self.decision_id = decision_id
+
+    def __repr__(self) -> str:
+        return f"WritePermit({self.decision_id})"
+
+
+_TOKEN = object()
+
+
+@dataclass(frozen=True)
+class GuardContext:
+    """What the guards look at, read by the executor at execution time.
+
+    `failing_connectors`: connectors with the connector or a task FAILED on this Connect
+    cluster, from `GET /connectors?expand=status` now; None if it could not be read (then the
+    blast-radius gate holds). `connector_type` is Connect's `sink` / `source` / `unknown`.
+    """
+
+    settings: RemediationSettings
+    control: ControlState
+    connector_class: str | None
+    connector_type: str | None
+    orchestrator: str
+    failing_connectors: int | None
+    now_ms: int
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What to do with a decision now: `outcome`, the `guard` that decided, and why."""
+
+    outcome: str
+    guard: Guard
+    detail: str
+    permit: WritePermit | None = None
+    would_be: str | None = None  # observe mode: the outcome enforce would have had
+
+    @property
+    def proceed(self) -> bool:
+        return self.outcome == PROCEED and self.permit is not None
+
+
+def evaluate(decision: Decision, ctx: GuardContext) -> Verdict:
+    """The verdict for `decision` now (see the module docstring for the order)."""
+    if decision.outcome == "suppressed":
+        outcome = _ENGINE_OUTCOMES.get(decision.reason or "", "suppressed_disabled")
+        why = decision.detail or f"suppressed by the engine ({decision.reason})"
+        return Verdict(outcome, "engine", why)
+    inner = _protective(decision, ctx)
+    if decision.mode == "observe":
+        if inner is None:
+            would, why = "executed", "every guard would let it act"
+        else:
+            would, why = inner.outcome, f"{inner.outcome}: {inner.detail}"
+        return Verdict(
+            "dry_run",
+            "mode",
+            f"observe mode: nothing was done; enforce would have: {why}",
+            would_be=would,
+        )
+    if inner is not None:
+        return inner
+    if decision.mode == "approve":
+        approval = ctx.control.approval(decision.id)
+        if approval is None or approval.status == "pending":
+            return Verdict(
+                "awaiting_approval",
+                "approval",
+                f"approve mode: waiting for `offsetd approve {decision.id}` "
+                f"(or `offsetd reject {decision.id}`)",
+            )
+        if approval.status == "rejected":
+            return Verdict("rejected", "approval", f"rejected by {approval.by}")
+        return Verdict(
+            PROCEED,
+            "approval",
+            f"approved by {approval.by}",
+            permit=WritePermit(decision.id, _TOKEN),
+        )
+    return Verdict(PROCEED, "none", "every guard passed", permit=WritePermit(decision.id, _TOKEN))
+
+
+def _protective(decision: Decision, ctx: GuardContext) -> Verdict | None:
+    """Guards 3-9: the first one that holds the decision back, or None."""
+    actions = set(decision.action_types)
+    if not actions & WRITING_ACTIONS:
+        return None
+    settings, state = ctx.settings, ctx.control
+    cluster, connector = decision.connect_cluster, decision.connector
+    if ctx.orchestrator == "strimzi":
+        return Verdict(
+            "refused_strimzi",
+            "strimzi",
+            f"Connect cluster {cluster} is managed by Strimzi, which reverts REST changes; "
+            "offsetd has no Strimzi backend yet",
+        )
+    pause = state.paused
+    if pause is not None:
+        reason = f": {pause.reason}" if pause.reason else ""
+        return Verdict(
+            "suppressed_paused",
+            "pause",
+            f"automation paused by {pause.by}{reason} (`offsetd resume-automation` lifts it)",
+        )
+    glob = next((g for g in settings.opt_out if fnmatchcase(connector, g)), None)
+    if glob is not None:
+        return Verdict(
+            "suppressed_opt_out",
+            "opt_out",
+            f"connector {connector} matches remediation.opt_out {glob!r}",
+        )
+    opt_out = state.opt_out(cluster, connector)
+    if opt_out is not None:
+        return Verdict(
+            "suppressed_opt_out",
+            "opt_out",
+            f"connector {connector} opted out by {opt_out.by} (`offsetd opt-in` lifts it)",
+        )
+    breaker = state.open_breaker(cluster, connector)
+    if breaker is not None:
+        return Verdict(
+            "breaker_open",
+            "breaker",
+            f"breaker open for {connector}: {breaker.why} "
+            f"(`offsetd breaker reset {connector}` closes it)",
+        )
+    moving = sorted(actions & OFFSET_ACTIONS)
+    if moving and not class_allowed(settings, ctx.connector_class, ctx.connector_type):
+        shown = ctx.connector_class or "an unknown class"
+        return Verdict(
+            "refused_not_allowed",
+            "allowlist",
+            f"{', '.join(moving)} refused: {shown} ({ctx.connector_type or 'unknown'} type) "
+            "is not on remediation.skip_allowlist",
+        )
+    limit = settings.blast_radius.max_failing_connectors
+    if ctx.failing_connectors is None:
+        return Verdict(
+            "suppressed_blast_radius",
+            "blast_radius",
+            f"could not count failing connectors on {cluster}: acting on none",
+        )
+    if ctx.failing_connectors > limit:
+        return Verdict(
+            "suppressed_blast_radius",
+            "blast_radius",
+            f"{ctx.failing_connectors} connectors failing on {cluster} (limit {limit}): "
+            "an outage, not a poison record; acting on none",
+        )
+    if "skip-record" in actions:
+        budget = settings.skip_budget
+        used = state.skips_within(cluster, connector, ctx.now_ms, budget.per)
+        if used >= budget.max:
+            return Verdict(
+                "suppressed_budget",
+                "skip_budget",
+                f"{used} skips of {connector} within {budget.per // 1000} s "
+                f"(skip_budget.max {budget.max})",
+            )
+    return None
+
+
+def class_allowed(
+    settings: RemediationSettings, connector_class: str | None, connector_type: str | None
+) -> bool:
+    """May this connector's offsets be moved: a class glob matches, or `sink` for a sink."""
+    for pattern in settings.skip_allowlist:
+        if pattern == "sink":
+            if connector_type == "sink":
+                return True
+        elif connector_class is not None and fnmatchcase(connector_class, pattern):
+            return True
+    return False
+
+
+def open_breaker_if_recent_skip(
+    state: ControlState,
+    settings: RemediationSettings,
+    connect_cluster: str,
+    connector: str,
+    failure_at_ms: int,
+    *,
+    decision_id: str | None = None,
+    by: str = "offsetd",
+) -> ControlRecord | None:
+    """The breaker record to write if this failure came within `breaker_window` after a skip.
+
+    A failure at or before the last skip is the one that was skipped (or older): it does not
+    count. None if the breaker is already open or no skip is recent enough.
+    """
+    if state.open_breaker(connect_cluster, connector) is not None:
+        return None
+    last = state.last_skip(connect_cluster, connector)
+    if last is None or failure_at_ms <= last:
+        return None
+    since = failure_at_ms - last
+    if since > settings.breaker_window:
+        return None
+    return breaker_record(
+        connect_cluster,
+        connector,
+        open=True,
+        by=by,
+        at_ms=failure_at_ms,
+        why=f"failed again {since / 1000:.1f} s after a skip "
+        f"(breaker_window {settings.breaker_window // 1000} s): the skip did not help",
+        decision_id=decision_id,
+    )

@@ -1,0 +1,601 @@
+"""Locate the record a FAILED sink task died on, exactly, or say why it cannot be done.
+
+A sink's committed offset C is only where the failed *batch* started: records C..N-1 before the
+poison record N were converted but never delivered (reference/connect-offsets.md §6), so skipping
+from C loses good records. The record is located, in this order:
+
+1. the decision names it (`record_status == "exact"`: the DLQ's `__connect.errors.*` headers);
+2. one-record batches: the connector is reconfigured with `consumer.override.max.poll.records=1`
+   (when the worker's override policy allows it; asked first through config/validate, which
+   changes nothing), its failed tasks are restarted, and once a task is seen alive and then
+   FAILED again, every record before the poison one has been delivered and committed on its own,
+   so the committed offset *is* the failing record. The original config is put back afterwards
+   whatever happened, and compared;
+3. a rule-supplied check (`offsetd.remediation.checks`) of the record at C: C is the poison
+   record only if it fails the check; a first failing record after C means the records between
+   were never delivered (`undelivered_prefix`), and nothing is located.
+
+A task reading several partitions cannot say which one failed; a partition can be ruled out only
+when its committed offset is already at its end (no record left to fail on). If more than one
+remains, the answer is `ambiguous_partition`. In doubt the answer is always NotLocated: not
+acting loses nothing, a wrong skip loses a good record.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Literal
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
+
+from offsetd.config import Settings
+from offsetd.connect.client import ConnectClient, ConnectorState
+from offsetd.engine.decide import Decision
+from offsetd.errors import ConfigError, ConnectBusy, ConnectUnavailable, OffsetdError
+from offsetd.events.models import RecordRef
+from offsetd.offsets.location import resolve_location, worker_view
+from offsetd.offsets.model import ConnectorKind, OffsetEntry, connector_kind
+from offsetd.remediation.checks import (
+    KafkaRecord,
+    KeyMatches,
+    NotJson,
+    TooLarge,
+    ValueMatches,
+    describe,
+    fails,
+)
+
+__all__ = [
+    "MAX_POLL_RECORDS_KEY",
+    "ConfigNotRestored",
+    "Located",
+    "NotLocated",
+    "NotLocatedReason",
+    "RecordUnavailable",
+    "locate",
+    "pick_partition",
+    "read_record",
+    "read_records",
+    "restore_override",
+    "source_config",
+    "to_record",
+]
+
+log = logging.getLogger("offsetd.remediation")
+
+MAX_POLL_RECORDS_KEY = "consumer.override.max.poll.records"
+DEFAULT_MAX_POLL_RECORDS = 500  # the Java consumer's default: the largest batch a poll returns
+_ALIVE = frozenset({"RUNNING", "RESTARTING", "UNASSIGNED", "PAUSED"})
+
+How = Literal["dlq", "single_record_batches", "check"]
+NotLocatedReason = Literal[
+    "not_a_sink",  # MirrorSource and other sources: no consumer group, no DLQ
+    "not_failed",  # no task is FAILED (any more)
+    "override_not_allowed",  # the worker's connector.client.config.override.policy refuses it
+    "config_rejected",  # Connect refused the one-record config for another reason
+    "failure_did_not_repeat",  # no task failed again within locate_timeout
+    "no_committed_offset",  # the failing partition has no committed offset
+    "ambiguous_partition",  # several partitions still have records the task may have failed on
+    "no_pending_record",  # every partition is committed to its end: nothing left to fail on
+    "offset_moved_back",  # the committed offset went below where it was: someone else acts
+    "record_unavailable",  # the record at the committed offset cannot be read
+    "undelivered_prefix",  # the check names a record after C: records before it never delivered
+    "check_passed",  # the records after C all pass the check: it does not explain the failure
+    "no_method",  # no DLQ record, one-record batches off, and no check supplied
+]
+Check = NotJson | ValueMatches | KeyMatches | TooLarge
+OverrideHook = Callable[[str | None], Awaitable[None]]
+
+
+@dataclass(frozen=True)
+class Located:
+    """The failing record, and which method named it."""
+
+    record: RecordRef
+    how: How
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class NotLocated:
+    """Why the record could not be named exactly; `earlier` holds the methods tried before."""
+
+    reason: NotLocatedReason
+    detail: str
+    earlier: tuple[NotLocated, ...] = ()
+
+    def describe(self) -> str:
+        parts = [f"{n.reason}: {n.detail}" for n in (*self.earlier, self)]
+        return "; then ".join(parts)
+
+
+LocateResult = Located | NotLocated
+
+
+class ConfigNotRestored(OffsetdError):
+    """The connector's original config could not be put back after one-record batches."""
+
+    exit_code = 41
+
+
+class RecordUnavailable(OffsetdError):
+    """A record or a partition's watermarks could not be read (in time)."""
+
+    exit_code = 42
+
+
+# -- the entry point ----------------------------------------------------------------------------
+
+
+async def locate(
+    client: ConnectClient,
+    decision: Decision,
+    settings: Settings,
+    *,
+    check: Check | None = None,
+    single_record_batches: bool = True,
+    timeout_s: float | None = None,
+    on_override: OverrideHook | None = None,
+    poll_s: float = 0.1,
+    read_timeout_s: float = 30.0,
+) -> LocateResult:
+    """Locate the failing record of `decision`'s connector (see the module docstring).
+
+    `on_override(original_value)` is awaited right before the one-record override is written,
+    with the connector's own `consumer.override.max.poll.records` (None: not set), so the caller
+    can persist it and `restore_override` after a crash. `timeout_s` (default
+    `remediation.locate_timeout`) bounds the wait for the failure to repeat.
+    """
+    if decision.record_status == "exact" and decision.record is not None:
+        return Located(decision.record, "dlq", "named by the DLQ record's context headers")
+    name = decision.connector
+    info = await client.info(name)
+    if connector_kind(info.connector_class, info.type) is not ConnectorKind.SINK:
+        return NotLocated(
+            "not_a_sink",
+            f"{name} is a {info.type} connector ({info.connector_class}): only sink tasks have a "
+            "consumer group whose committed offset points at the failed batch",
+        )
+    conf = source_config(settings, decision.connect_cluster, name, info.config)
+    if timeout_s is None:
+        timeout_s = settings.remediation.locate_timeout / 1000
+    locator = _Locator(client, name, conf, read_timeout_s, poll_s)
+    earlier: tuple[NotLocated, ...] = ()
+    if single_record_batches:
+        result = await locator.by_single_record_batches(timeout_s, on_override)
+        if isinstance(result, Located) or check is None:
+            return result
+        earlier = (result,)
+    if check is None:
+        return NotLocated(
+            "no_method",
+            "the decision names no record (no DLQ context), one-record batches are off and the "
+            "rule supplies no check",
+        )
+    result = await locator.by_check(check)
+    if isinstance(result, NotLocated):
+        return NotLocated(result.reason, result.detail, earlier)
+    return result
+
+
+def source_config(
+    settings: Settings, connect_cluster: str, connector: str, config: Mapping[str, str]
+) -> dict[str, str]:
+    """Client settings for the cluster a sink reads: `consumer.override.bootstrap.servers`
+    (matched to a configured alias for its TLS/SASL), else the Connect cluster's Kafka cluster."""
+    worker = worker_view(settings, connect_cluster)
+    where = resolve_location(connector, config, ConnectorKind.SINK, worker, settings)
+    if where.data_cluster is None:
+        raise ConfigError(
+            f"the Kafka cluster {connector} reads is unknown: add Connect cluster "
+            f"{connect_cluster!r} to offsetd.yaml"
+        )
+    return where.data_cluster.client_config(settings)
+
+
+# -- restoring the config -----------------------------------------------------------------------
+
+
+async def restore_override(
+    client: ConnectClient, name: str, original: str | None, *, attempts: int = 3
+) -> dict[str, str]:
+    """Put `consumer.override.max.poll.records` back to `original` (None: remove it).
+
+    Only that key is changed, on top of the config as it is now, so a change someone made in
+    between is kept; when nobody did, this restores the original config exactly. Verified by
+    reading the config back; returns it. Raises ConfigNotRestored, naming the connector and the
+    key (never a config value, which may hold secrets), if it cannot be done.
+    """
+    problem = ""
+    for attempt in range(attempts):
+        try:
+            current = await client.config(name)
+            target = dict(current)
+            if original is None:
+                target.pop(MAX_POLL_RECORDS_KEY, None)
+            else:
+                target[MAX_POLL_RECORDS_KEY] = original
+            if target == current:
+                return current
+            await client.put_config(name, target)
+            after = await client.config(name)
+            if after == target:
+                return after
+            problem = "the config read back differs from the one written"
+        except (ConnectUnavailable, ConnectBusy) as exc:
+            problem = str(exc)
+        await asyncio.sleep(0.5 * (attempt + 1))
+    raise ConfigNotRestored(
+        f"{name} may still have {MAX_POLL_RECORDS_KEY}=1 from locating a poison record; set it "
+        f"back to {'its original value' if original is not None else 'unset'} ({problem})"
+    )
+
+
+# -- the methods --------------------------------------------------------------------------------
+
+
+class _Locator:
+    def __init__(
+        self, client: ConnectClient, name: str, conf: dict[str, str], read_s: float, poll_s: float
+    ) -> None:
+        self.client = client
+        self.name = name
+        self.conf = conf
+        self.read_s = read_s
+        self.poll_s = poll_s
+
+    async def by_single_record_batches(
+        self, timeout_s: float, on_override: OverrideHook | None
+    ) -> LocateResult:
+        name = self.name
+        status = await self.client.status(name)
+        failed = _failed_tasks(status)
+        if not failed:
+            return _not_failed(status)
+        original = await self.client.config(name)
+        original_value = original.get(MAX_POLL_RECORDS_KEY)
+        modified = {**original, MAX_POLL_RECORDS_KEY: "1"}
+        if original_value != "1":
+            errors = await self.client.validate_config(original["connector.class"], modified)
+            if MAX_POLL_RECORDS_KEY in errors:
+                return NotLocated(
+                    "override_not_allowed",
+                    f"Connect refuses {MAX_POLL_RECORDS_KEY} for {name}: "
+                    + " ".join(errors[MAX_POLL_RECORDS_KEY]),
+                )
+        before = await self.client.offsets(name)
+        if on_override is not None:
+            await on_override(original_value)
+        try:
+            if original_value != "1":
+                try:
+                    await self.client.put_config(name, modified)
+                except OffsetdError as exc:
+                    if isinstance(exc, ConnectUnavailable | ConnectBusy):
+                        raise
+                    return NotLocated("config_rejected", str(exc))
+            await self.client.restart_failed(name)
+            repeated = await self._failed_again(failed, timeout_s)
+            if not repeated:
+                return NotLocated(
+                    "failure_did_not_repeat",
+                    f"task(s) {sorted(failed)} of {name} were not seen running and failing again "
+                    f"with one-record batches within {timeout_s:g} s",
+                )
+            after = await self.client.offsets(name)
+        finally:
+            await restore_override(self.client, name, original_value)
+        picked = await self._pick(after)
+        if isinstance(picked, NotLocated):
+            return picked
+        ref, committed = picked
+        previous = _committed(before).get((ref.topic, ref.partition))
+        if previous is not None and committed < previous:
+            return NotLocated(
+                "offset_moved_back",
+                f"{ref.topic}-{ref.partition} was committed at {previous} before and at "
+                f"{committed} after one-record batches: someone else moves this group",
+            )
+        return Located(
+            ref,
+            "single_record_batches",
+            f"task(s) {sorted(failed)} failed again with one-record batches; the group's "
+            f"committed offset moved from {previous} to {committed}",
+        )
+
+    async def by_check(self, check: Check) -> LocateResult:
+        status = await self.client.status(self.name)
+        if not _failed_tasks(status):
+            return _not_failed(status)
+        picked = await self._pick(await self.client.offsets(self.name))
+        if isinstance(picked, NotLocated):
+            return picked
+        ref, committed = picked
+        config = await self.client.config(self.name)
+        limit = _max_poll_records(config)
+        isolation = config.get("consumer.override.isolation.level", "read_uncommitted")
+        try:
+            records = await asyncio.to_thread(
+                read_records, self.conf, ref.topic, ref.partition, committed, limit,
+                timeout_s=self.read_s, isolation_level=isolation,
+            )  # fmt: skip
+        except RecordUnavailable as exc:
+            return NotLocated("record_unavailable", str(exc))
+        if not records or records[0].offset != committed:
+            return NotLocated(
+                "record_unavailable",
+                f"there is no record at {ref.topic}-{ref.partition}@{committed} (compacted away, "
+                "a transaction marker, or beyond the end)",
+            )
+        what = describe(check)
+        first = next((r for r in records if fails(check, r)), None)
+        if first is None:
+            return NotLocated(
+                "check_passed",
+                f"none of the {len(records)} records from {ref.topic}-{ref.partition}@{committed} "
+                f"(one batch at most) fails the check ({what}): it does not explain the failure",
+            )
+        if first.offset != committed:
+            return NotLocated(
+                "undelivered_prefix",
+                f"the first record failing the check ({what}) is at offset {first.offset}, after "
+                f"the committed offset {committed}: records {committed}..{first.offset - 1} were "
+                "never delivered, and skipping would lose them",
+            )
+        return Located(ref, "check", f"the record at the committed offset fails the check: {what}")
+
+    async def _failed_again(self, tasks: frozenset[int], timeout_s: float) -> bool:
+        """Wait until one of `tasks` is seen alive (restarted) and then FAILED again.
+
+        The status cache may still show the old FAILED for a while after the restart request,
+        so a FAILED counts only after the same task was seen in a live state.
+        """
+        alive: set[int] = set()
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            status = await self.client.status(self.name)
+            for task in status.tasks:
+                if task.id not in tasks:
+                    continue
+                if task.state == "FAILED" and task.id in alive:
+                    return True
+                if task.state in _ALIVE:
+                    alive.add(task.id)
+            await asyncio.sleep(self.poll_s)
+        return False
+
+    async def _pick(self, entries: list[OffsetEntry]) -> tuple[RecordRef, int] | NotLocated:
+        """The one partition the task can have failed on, with its committed offset."""
+        config = await self.client.config(self.name)
+        try:
+            marks = await asyncio.to_thread(_watermarks, self.conf, config, self.read_s)
+        except RecordUnavailable as exc:
+            return NotLocated("record_unavailable", str(exc))
+        return pick_partition(_committed(entries), marks)
+
+
+def pick_partition(
+    committed: Mapping[tuple[str, int], int], marks: Mapping[tuple[str, int], tuple[int, int]]
+) -> tuple[RecordRef, int] | NotLocated:
+    """Rule out every partition committed to its end; exactly one must remain.
+
+    `marks` are (low, high) watermarks of every partition the connector subscribes to. A
+    partition without a committed offset but with records remains (its position is unknown).
+    """
+    pending: list[tuple[str, int]] = []
+    for tp, (low, high) in sorted(marks.items()):
+        offset = committed.get(tp)
+        if (offset is None and high > low) or (offset is not None and offset < high):
+            pending.append(tp)
+    if not pending:
+        return NotLocated(
+            "no_pending_record",
+            f"all {len(marks)} partitions are committed to their end: no record left to fail on",
+        )
+    if len(pending) > 1:
+        shown = ", ".join(f"{t}-{p}" for t, p in pending[:10])
+        return NotLocated(
+            "ambiguous_partition",
+            f"{len(pending)} partitions have records not yet committed ({shown}): which one the "
+            "task failed on cannot be told",
+        )
+    topic, partition = pending[0]
+    offset = committed.get(pending[0])
+    if offset is None:
+        return NotLocated(
+            "no_committed_offset", f"{topic}-{partition} has records but no committed offset"
+        )
+    return RecordRef(topic=topic, partition=partition, offset=offset), offset
+
+
+# -- reading Kafka ------------------------------------------------------------------------------
+
+
+def read_record(
+    conf: Mapping[str, str],
+    ref: RecordRef,
+    *,
+    timeout_s: float = 30.0,
+    isolation_level: str = "read_uncommitted",
+) -> KafkaRecord | None:
+    """The record at exactly (topic, partition, offset), or None if there is none there.
+
+    Raises `RecordUnavailable` when the partition cannot be read in time.
+    """
+    records = read_records(
+        conf, ref.topic, ref.partition, ref.offset, 1,
+        timeout_s=timeout_s, isolation_level=isolation_level,
+    )  # fmt: skip
+    return records[0] if records and records[0].offset == ref.offset else None
+
+
+def read_records(
+    conf: Mapping[str, str],
+    topic: str,
+    partition: int,
+    start: int,
+    limit: int,
+    *,
+    timeout_s: float = 30.0,
+    isolation_level: str = "read_uncommitted",
+) -> list[KafkaRecord]:
+    """Up to `limit` records from `start` (fewer at the end of the partition), no consumer group.
+
+    `isolation_level` should be the sink's own (Connect's consumer default: read_uncommitted),
+    so the records are the ones the task saw.
+    """
+    consumer = Consumer(
+        {
+            **conf,
+            "group.id": "offsetd-remediation-reader",  # never joined, never committed
+            "enable.auto.commit": "false",
+            "enable.auto.offset.store": "false",
+            "auto.offset.reset": "error",
+            "isolation.level": isolation_level,
+        }
+    )
+    try:
+        try:
+            low, high = consumer.get_watermark_offsets(
+                TopicPartition(topic, partition), timeout=timeout_s
+            )
+        except KafkaException as exc:
+            raise RecordUnavailable(
+                f"cannot read {topic}-{partition}@{start}: {exc.args[0].str()}"
+            ) from None
+        if start >= high:
+            return []
+        if start < low:
+            raise RecordUnavailable(
+                f"{topic}-{partition}@{start} is no longer in the log (it starts at {low})"
+            )
+        consumer.assign([TopicPartition(topic, partition, start)])
+        out: list[KafkaRecord] = []
+        deadline = time.monotonic() + timeout_s
+        position = start
+        while len(out) < limit and position < high:
+            if time.monotonic() > deadline:
+                raise RecordUnavailable(f"timed out reading {topic}-{partition} from {start}")
+            for msg in consumer.consume(min(limit - len(out), 500), timeout=0.5):
+                error = msg.error()
+                if error is not None:
+                    if error.code() == KafkaError._PARTITION_EOF:
+                        position = high
+                        break
+                    raise RecordUnavailable(
+                        f"cannot read {topic}-{partition}@{start}: {error.str()}"
+                    )
+                record = to_record(msg)
+                out.append(record)
+                position = record.offset + 1
+                if len(out) >= limit:
+                    break
+        return out
+    finally:
+        consumer.close()
+
+
+def to_record(msg: Message) -> KafkaRecord:
+    """A consumed message as a KafkaRecord (headers in order, timestamp type kept)."""
+    raw = msg.headers() or []
+    pairs = raw.items() if isinstance(raw, dict) else raw
+    ts_type, ts = msg.timestamp()
+    key, value = msg.key(), msg.value()
+    return KafkaRecord(
+        topic=str(msg.topic()),
+        partition=int(msg.partition() or 0),
+        offset=int(msg.offset() or 0),
+        key=_as_bytes(key),
+        value=_as_bytes(value),
+        headers=tuple((str(k), _as_bytes(v)) for k, v in pairs),
+        timestamp_type=int(ts_type),
+        timestamp_ms=int(ts),
+    )
+
+
+def _as_bytes(data: object) -> bytes | None:
+    # The client hands out bytes (no deserializer is configured); str only if one were.
+    if data is None or isinstance(data, bytes):
+        return data
+    return str(data).encode()
+
+
+def _watermarks(
+    conf: Mapping[str, str], config: Mapping[str, str], timeout_s: float
+) -> dict[tuple[str, int], tuple[int, int]]:
+    """(low, high) of every partition the sink subscribes to (`topics` or `topics.regex`)."""
+    consumer = Consumer({**conf, "group.id": "offsetd-remediation-reader"})
+    try:
+        try:
+            metadata = consumer.list_topics(timeout=timeout_s)
+        except KafkaException as exc:
+            raise RecordUnavailable(f"cannot list topics: {exc.args[0].str()}") from None
+        names = _subscribed(config, list(metadata.topics))
+        marks: dict[tuple[str, int], tuple[int, int]] = {}
+        for topic in names:
+            meta = metadata.topics.get(topic)
+            if meta is None or meta.error is not None:
+                continue
+            for partition in meta.partitions:
+                try:
+                    low, high = consumer.get_watermark_offsets(
+                        TopicPartition(topic, partition), timeout=timeout_s
+                    )
+                except KafkaException as exc:
+                    raise RecordUnavailable(
+                        f"cannot read the end of {topic}-{partition}: {exc.args[0].str()}"
+                    ) from None
+                marks[(topic, partition)] = (low, high)
+        return marks
+    finally:
+        consumer.close()
+
+
+def _subscribed(config: Mapping[str, str], topics: list[str]) -> list[str]:
+    listed = [t.strip() for t in config.get("topics", "").split(",") if t.strip()]
+    if listed:
+        return listed
+    regex = config.get("topics.regex", "")
+    try:
+        pattern = re.compile(regex)
+    except re.error:
+        # A Java regex Python cannot read: every topic counts, which can only add ambiguity.
+        return topics
+    return [t for t in topics if pattern.fullmatch(t)]
+
+
+# -- small helpers ------------------------------------------------------------------------------
+
+
+def _failed_tasks(status: ConnectorState) -> frozenset[int]:
+    return frozenset(t.id for t in status.tasks if t.state == "FAILED")
+
+
+def _not_failed(status: ConnectorState) -> NotLocated:
+    states = ", ".join(f"{t.id}={t.state}" for t in status.tasks) or "none"
+    return NotLocated(
+        "not_failed", f"{status.name} has no FAILED task (connector {status.state}, tasks {states})"
+    )
+
+
+def _committed(entries: list[OffsetEntry]) -> dict[tuple[str, int], int]:
+    out: dict[tuple[str, int], int] = {}
+    for entry in entries:
+        if entry.offset is None or "kafka_topic" not in entry.partition:
+            continue
+        topic = str(entry.partition["kafka_topic"])
+        partition = int(str(entry.partition["kafka_partition"]))
+        out[(topic, partition)] = int(str(entry.offset["kafka_offset"]))
+    return out
+
+
+def _max_poll_records(config: Mapping[str, str]) -> int:
+    try:
+        return max(1, int(config.get(MAX_POLL_RECORDS_KEY, DEFAULT_MAX_POLL_RECORDS)))
+    except ValueError:
+        return DEFAULT_MAX_POLL_RECORDS

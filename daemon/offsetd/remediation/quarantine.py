@@ -1,0 +1,553 @@
+"""The quarantine copy: a skipped record, whole, kept on the daemon's Kafka cluster.
+
+Before offsetd moves a sink past a poison record it copies that record (key, value, headers and
+timestamp, byte for byte) to the quarantine topic, with its original coordinates and the error as
+headers. Connect's own `__connect.errors.*` names are used for those (a DLQ consumer or replay
+tool understands them), plus `offsetd.*` headers that tie the copy to its saga and decision. The
+skip goes on only once the copy is acknowledged by all in-sync replicas.
+
+Exactly one copy per saga, even across crashes: before copying, the caller stores a *mark*, the
+partition chosen from the saga key (deterministic) and that partition's end offset. After a
+crash, `find_copy` scans only from the mark to the end of that one partition for the saga key:
+found, the copy is done; not found, it was never acknowledged, so copying again cannot duplicate.
+
+The topic is created with retention.ms=-1 and no compaction: records keep their original
+timestamps, which may be old, and time-based retention would then delete a fresh copy at once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient
+from confluent_kafka.cimpl import NewTopic
+
+from offsetd.config import Settings
+from offsetd.errors import OffsetdError
+from offsetd.events.models import RecordRef
+from offsetd.remediation.checks import (
+    TIMESTAMP_CREATE_TIME,
+    TIMESTAMP_LOG_APPEND_TIME,
+    KafkaRecord,
+)
+from offsetd.remediation.locate import read_record, source_config, to_record
+
+__all__ = [
+    "DEFAULT_PARTITIONS",
+    "DEFAULT_TOPIC",
+    "H_ORIGINAL_HEADERS",
+    "H_QUARANTINED_AT",
+    "H_SAGA_KEY",
+    "Quarantine",
+    "QuarantineFailed",
+    "QuarantineRef",
+    "QuarantinedRecord",
+    "SagaQuarantine",
+    "context_headers",
+    "read_quarantined",
+]
+
+DEFAULT_TOPIC = "offsetd.quarantine"
+DEFAULT_PARTITIONS = 3
+
+ERRORS = "__connect.errors."
+H_TOPIC, H_PARTITION, H_OFFSET = ERRORS + "topic", ERRORS + "partition", ERRORS + "offset"
+H_CONNECTOR, H_TASK, H_STAGE = ERRORS + "connector.name", ERRORS + "task.id", ERRORS + "stage"
+H_EXCEPTION, H_MESSAGE = ERRORS + "exception.class.name", ERRORS + "exception.message"
+H_STACKTRACE = ERRORS + "exception.stacktrace"
+H_SAGA_KEY = "offsetd.saga.key"
+H_DECISION = "offsetd.decision.id"
+H_CONNECT_CLUSTER = "offsetd.connect.cluster"
+H_QUARANTINED_AT = "offsetd.quarantined.at"  # epoch milliseconds, decimal text (as Connect's)
+H_TIMESTAMP_TYPE = "offsetd.original.timestamp.type"  # CreateTime | LogAppendTime | none
+H_ORIGINAL_HEADERS = "offsetd.original.headers"  # how many leading headers are the record's own
+
+# Context names the caller may give bare ("stage") or in full ("__connect.errors.stage").
+_ERROR_NAMES = frozenset(
+    {
+        "connector.name",
+        "task.id",
+        "stage",
+        "class.name",
+        "exception.class.name",
+        "exception.message",
+        "exception.stacktrace",
+    }
+)
+# The record's coordinates always come from the record itself, never from the context.
+_COORDINATES = frozenset({H_TOPIC, H_PARTITION, H_OFFSET})
+_LIMITS = {H_STACKTRACE: 16_384, H_MESSAGE: 4_096}  # bytes; the rest at most 1 KiB each
+_DEFAULT_LIMIT = 1_024
+_TIMESTAMP_NAMES = {TIMESTAMP_CREATE_TIME: "CreateTime", TIMESTAMP_LOG_APPEND_TIME: "LogAppendTime"}
+
+
+class QuarantineFailed(OffsetdError):
+    """The record could not be copied (or read, or found): the skip must not go on."""
+
+    exit_code = 40
+
+
+@dataclass(frozen=True)
+class QuarantineRef:
+    """Where a copy landed in the quarantine topic."""
+
+    topic: str
+    partition: int
+    offset: int
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"topic": self.topic, "partition": self.partition, "offset": self.offset}
+
+
+@dataclass(frozen=True)
+class QuarantinedRecord:
+    """A record as stored in quarantine, with the context its headers carry."""
+
+    ref: QuarantineRef
+    stored: KafkaRecord  # the copy, headers ours included
+    original: RecordRef | None
+    original_headers: tuple[tuple[str, bytes | None], ...]
+    headers: dict[str, str]  # the last value of each __connect.errors.* / offsetd.* header
+
+    @property
+    def saga_key(self) -> str | None:
+        return self.headers.get(H_SAGA_KEY)
+
+    @property
+    def connector(self) -> str | None:
+        return self.headers.get(H_CONNECTOR)
+
+    @property
+    def quarantined_at_ms(self) -> int | None:
+        value = self.headers.get(H_QUARANTINED_AT, "")
+        return int(value) if value.isdigit() else None
+
+
+class Quarantine:
+    """Copies records to the quarantine topic, once per saga (see the module docstring).
+
+    Blocking calls (the saga runs them in a thread). `conf` is the daemon's Kafka cluster,
+    `source_conf` the cluster the records are read from (a sink's consumer cluster; see
+    `offsetd.remediation.locate.source_config`), needed only by `copy_once` with coordinates.
+    """
+
+    def __init__(
+        self,
+        conf: Mapping[str, str],
+        topic: str = DEFAULT_TOPIC,
+        *,
+        source_conf: Mapping[str, str] | None = None,
+        partitions: int = DEFAULT_PARTITIONS,
+        timeout_s: float = 30.0,
+        now_ms: Callable[[], int] = lambda: int(time.time() * 1000),
+    ) -> None:
+        self.topic = topic
+        self._conf = dict(conf)
+        self._source_conf = dict(source_conf) if source_conf is not None else None
+        self._partitions = partitions
+        self._timeout_s = timeout_s
+        self._now_ms = now_ms
+        self._producer: Producer | None = None
+
+    @classmethod
+    def from_settings(
+        cls, settings: Settings, source_conf: Mapping[str, str] | None = None
+    ) -> Quarantine:
+        kafka = settings.kafka_clusters[settings.daemon_kafka_cluster()]
+        return cls(
+            kafka.client_config(), settings.remediation.quarantine_topic, source_conf=source_conf
+        )
+
+    def ensure_topic(self) -> int:
+        """Create the topic if missing (not compacted, no time limit); returns its partitions."""
+        admin = AdminClient(dict(self._conf))
+        try:
+            metadata = admin.list_topics(timeout=self._timeout_s)
+            existing = metadata.topics.get(self.topic)
+            if existing is not None and existing.error is None:
+                return len(existing.partitions)
+            replicas = min(3, len(metadata.brokers)) or 1
+            config = {
+                "cleanup.policy": "delete",
+                "retention.ms": "-1",
+                "message.timestamp.type": "CreateTime",
+            }
+            if replicas > 1:
+                config["min.insync.replicas"] = "2"
+            future = admin.create_topics(
+                [NewTopic(self.topic, self._partitions, replicas, config=config)],
+                operation_timeout=self._timeout_s,
+            )[self.topic]
+            try:
+                future.result(timeout=self._timeout_s)
+            except KafkaException as exc:
+                if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+                    raise
+            return self._partition_count()
+        except KafkaException as exc:
+            raise QuarantineFailed(
+                f"cannot create the quarantine topic {self.topic}: {exc.args[0].str()}"
+            ) from None
+
+    def mark(self, saga_key: str) -> dict[str, int]:
+        """`{"partition", "offset"}`: where this saga's copy will land, and that partition's end
+        now. Store it durably before copying; `find_copy` searches from it."""
+        partitions = self.ensure_topic()
+        partition = partition_for(saga_key, partitions)
+        _low, high = self._watermarks(partition)
+        return {"partition": partition, "offset": high}
+
+    def find_copy(self, saga_key: str, mark: Mapping[str, int]) -> QuarantineRef | None:
+        """The copy made for `saga_key` after `mark`, if one was acknowledged."""
+        wanted = saga_key.encode()
+        for msg in self._scan(int(mark["partition"]), int(mark["offset"])):
+            if _last_header(msg, H_SAGA_KEY) == wanted:
+                return QuarantineRef(self.topic, int(msg.partition() or 0), int(msg.offset() or 0))
+        return None
+
+    def copy(
+        self,
+        saga_key: str,
+        mark: Mapping[str, int],
+        record: KafkaRecord,
+        context: Mapping[str, str],
+    ) -> QuarantineRef:
+        """Copy `record` into the mark's partition; returns once acks=all acknowledged it."""
+        headers: list[tuple[str, str | bytes | None]] = [
+            *record.headers,
+            *context_headers(record, context),
+            (H_SAGA_KEY, saga_key.encode()),
+            (H_QUARANTINED_AT, str(self._now_ms()).encode()),
+            (H_TIMESTAMP_TYPE, _TIMESTAMP_NAMES.get(record.timestamp_type, "none").encode()),
+            (H_ORIGINAL_HEADERS, str(len(record.headers)).encode()),
+        ]
+        has_time = record.timestamp_type in _TIMESTAMP_NAMES and record.timestamp_ms >= 0
+        refs: list[QuarantineRef] = []
+        errors: list[str] = []
+
+        def on_delivery(err: KafkaError | None, msg: Message) -> None:
+            if err is not None:
+                errors.append(err.str())
+            else:
+                refs.append(
+                    QuarantineRef(self.topic, int(msg.partition() or 0), int(msg.offset() or 0))
+                )
+
+        producer = self._get_producer()
+        try:
+            producer.produce(
+                self.topic,
+                key=record.key,
+                value=record.value,
+                headers=headers,
+                partition=int(mark["partition"]),
+                # A LogAppendTime cannot be set by a producer: its value is kept as CreateTime.
+                timestamp=record.timestamp_ms if has_time else 0,
+                on_delivery=on_delivery,
+            )
+            remaining = producer.flush(self._timeout_s)
+        except (KafkaException, BufferError) as exc:
+            errors.append(str(exc.args[0]) if exc.args else type(exc).__name__)
+            remaining = 0
+        if remaining or errors or not refs:
+            raise QuarantineFailed(
+                f"the record {record.coordinates} was not copied to quarantine topic "
+                f"{self.topic}: {errors[0] if errors else 'not acknowledged in time'}"
+            )
+        return refs[0]
+
+    def copy_once(
+        self,
+        saga_key: str,
+        mark: Mapping[str, int],
+        record: Mapping[str, Any] | KafkaRecord,
+        context: Mapping[str, str],
+        *,
+        source_conf: Mapping[str, str] | None = None,
+    ) -> dict[str, Any]:
+        """`find_copy`, else read the record (if given as coordinates, from `source_conf` or the
+        constructor's) and `copy` it. Returns the copy's ref as JSON (for the saga record)."""
+        found = self.find_copy(saga_key, mark)
+        if found is not None:
+            return found.as_dict()
+        if not isinstance(record, KafkaRecord):
+            record = self._read(record, source_conf or self._source_conf)
+        return self.copy(saga_key, mark, record, context).as_dict()
+
+    def close(self) -> None:
+        if self._producer is not None:
+            self._producer.flush(self._timeout_s)
+            self._producer = None
+
+    # -- plumbing -------------------------------------------------------------------------------
+
+    def _read(
+        self, coordinates: Mapping[str, Any], source_conf: Mapping[str, str] | None
+    ) -> KafkaRecord:
+        ref = RecordRef(
+            topic=str(coordinates["topic"]),
+            partition=int(coordinates["partition"]),
+            offset=int(coordinates["offset"]),
+        )
+        where = f"{ref.topic}-{ref.partition}@{ref.offset}"
+        if source_conf is None:
+            raise QuarantineFailed(f"cannot read {where}: its Kafka cluster was not given")
+        try:
+            found = read_record(source_conf, ref, timeout_s=self._timeout_s)
+        except OffsetdError as exc:
+            raise QuarantineFailed(f"cannot read the record to quarantine: {exc}") from None
+        if found is None:
+            raise QuarantineFailed(f"there is no record at {where} to quarantine")
+        return found
+
+    def _get_producer(self) -> Producer:
+        if self._producer is None:
+            self._producer = Producer(
+                {
+                    **self._conf,
+                    "acks": "all",
+                    "enable.idempotence": "true",
+                    "linger.ms": "0",
+                    "message.timeout.ms": str(int(self._timeout_s * 1000)),
+                }
+            )
+        return self._producer
+
+    def _consumer(self) -> Consumer:
+        return Consumer(
+            {
+                **self._conf,
+                "group.id": "offsetd-quarantine-reader",  # assign only: never joins or commits
+                "enable.auto.commit": "false",
+                "auto.offset.reset": "earliest",
+            }
+        )
+
+    def _partition_count(self) -> int:
+        consumer = self._consumer()
+        try:
+            metadata = consumer.list_topics(self.topic, timeout=self._timeout_s)
+            topic = metadata.topics.get(self.topic)
+            if topic is None or topic.error is not None or not topic.partitions:
+                raise QuarantineFailed(f"the quarantine topic {self.topic} has no partitions")
+            return len(topic.partitions)
+        finally:
+            consumer.close()
+
+    def _watermarks(self, partition: int) -> tuple[int, int]:
+        # Right after the topic is created its partitions may have no leader yet: retry a while.
+        consumer = self._consumer()
+        deadline = time.monotonic() + self._timeout_s
+        try:
+            while True:
+                try:
+                    low, high = consumer.get_watermark_offsets(
+                        TopicPartition(self.topic, partition), timeout=self._timeout_s
+                    )
+                    return int(low), int(high)
+                except KafkaException as exc:
+                    if time.monotonic() > deadline:
+                        raise QuarantineFailed(
+                            f"cannot read the end of {self.topic}-{partition}: {exc.args[0].str()}"
+                        ) from None
+                    time.sleep(0.2)
+        finally:
+            consumer.close()
+
+    def _scan(self, partition: int, start: int) -> Iterator[Message]:
+        """Every record of one partition from `start` to its end as of now."""
+        _low, high = self._watermarks(partition)
+        if start >= high:
+            return
+        consumer = self._consumer()
+        try:
+            consumer.assign([TopicPartition(self.topic, partition, start)])
+            position = start
+            deadline = time.monotonic() + self._timeout_s
+            while position < high:
+                if time.monotonic() > deadline:
+                    raise QuarantineFailed(
+                        f"timed out reading {self.topic}-{partition} from {start} to {high}"
+                    )
+                for msg in consumer.consume(500, timeout=0.5):
+                    error = msg.error()
+                    if error is not None:
+                        if error.code() == KafkaError._PARTITION_EOF:
+                            continue
+                        raise QuarantineFailed(
+                            f"cannot read {self.topic}-{partition}: {error.str()}"
+                        )
+                    position = int(msg.offset() or 0) + 1
+                    yield msg
+        finally:
+            consumer.close()
+
+
+class SagaQuarantine:
+    """The skip saga's quarantine (`offsetd.remediation.skip.Quarantine`), built from settings.
+
+    Copies go to `remediation.quarantine_topic` on the daemon's Kafka cluster `alias`. A record
+    is read from the cluster its sink consumes: the connector's config is read from Connect
+    (its `consumer.override.bootstrap.servers`, else the Connect cluster's Kafka cluster), named
+    by the context's `connect.cluster` and `connector.name`. Blocking: run it in a thread.
+    """
+
+    def __init__(self, settings: Settings, alias: str, *, timeout_s: float = 30.0) -> None:
+        self._settings = settings
+        self.quarantine = Quarantine(
+            settings.kafka_clusters[alias].client_config(),
+            settings.remediation.quarantine_topic,
+            timeout_s=timeout_s,
+        )
+        self._timeout_s = timeout_s
+
+    def mark(self, saga_key: str) -> dict[str, int]:
+        return self.quarantine.mark(saga_key)
+
+    def find_copy(self, saga_key: str, mark: Mapping[str, int]) -> QuarantineRef | None:
+        return self.quarantine.find_copy(saga_key, mark)
+
+    def copy_once(
+        self,
+        saga_key: str,
+        mark: Mapping[str, int],
+        record: Mapping[str, Any],
+        context: Mapping[str, str],
+    ) -> dict[str, Any]:
+        found = self.quarantine.find_copy(saga_key, mark)
+        if found is not None:
+            return found.as_dict()
+        source = self._source_conf(context.get("connect.cluster"), context.get("connector.name"))
+        return self.quarantine.copy_once(saga_key, mark, record, context, source_conf=source)
+
+    def _source_conf(self, connect_cluster: str | None, connector: str | None) -> dict[str, str]:
+        clusters = self._settings.connect_clusters
+        if connect_cluster not in clusters or not connector:
+            raise QuarantineFailed(
+                f"cannot tell which Kafka cluster connector {connector!r} of Connect cluster "
+                f"{connect_cluster!r} reads: nothing was copied"
+            )
+        cluster = clusters[connect_cluster]
+        try:
+            with httpx.Client(timeout=self._timeout_s, **cluster.httpx_options()) as http:
+                response = http.get(f"/connectors/{quote(connector, safe='')}/config")
+        except httpx.HTTPError as exc:
+            raise QuarantineFailed(
+                f"cannot read the config of {connector} from Connect ({type(exc).__name__}): "
+                "nothing was copied"
+            ) from None
+        if response.status_code != 200:
+            raise QuarantineFailed(
+                f"cannot read the config of {connector} from Connect ({response.status_code}): "
+                "nothing was copied"
+            )
+        config = {str(k): str(v) for k, v in response.json().items()}
+        return source_config(self._settings, connect_cluster, connector, config)
+
+
+def partition_for(saga_key: str, partitions: int) -> int:
+    """The quarantine partition of a saga: stable across processes and Python versions."""
+    digest = hashlib.sha256(saga_key.encode()).digest()
+    return int.from_bytes(digest[:8], "big") % partitions
+
+
+def context_headers(record: KafkaRecord, context: Mapping[str, str]) -> list[tuple[str, bytes]]:
+    """The record's coordinates and the error context as headers, each value bounded in size.
+
+    Context keys may be Connect's bare names (`stage`, `exception.message`, ...), full header
+    names (`__connect.errors.stage`, `offsetd.decision.id`), or the saga's bare `saga.key`,
+    `decision.id`, `connect.cluster`, which become `offsetd.*`. Coordinates always come from the
+    record itself.
+    """
+    headers: list[tuple[str, bytes]] = [
+        (H_TOPIC, record.topic.encode()),
+        (H_PARTITION, str(record.partition).encode()),
+        (H_OFFSET, str(record.offset).encode()),
+    ]
+    for key, value in context.items():
+        name = _header_name(key)
+        if name in _COORDINATES or name == H_SAGA_KEY or value is None:
+            continue  # the saga key header is written from the copy's own argument
+        limit = _LIMITS.get(name, _DEFAULT_LIMIT)
+        headers.append((name, _bounded(str(value), limit)))
+    return headers
+
+
+def _header_name(key: str) -> str:
+    if key.startswith((ERRORS, "offsetd.")):
+        return key
+    if key in _ERROR_NAMES or key in ("topic", "partition", "offset"):
+        return ERRORS + key
+    return "offsetd." + key
+
+
+def _bounded(text: str, limit: int) -> bytes:
+    data = text.encode()
+    if len(data) <= limit:
+        return data
+    # Cut on a character boundary and say so: a stack trace's head is what explains it.
+    return data[: limit - 16].decode("utf-8", errors="ignore").encode() + b"...[truncated]"
+
+
+def _last_header(msg: Message, name: str) -> bytes | None:
+    raw = msg.headers() or []
+    pairs = raw.items() if isinstance(raw, dict) else raw
+    found: bytes | None = None
+    for key, value in pairs:
+        if key == name and isinstance(value, bytes):
+            found = value
+    return found
+
+
+# -- reading ------------------------------------------------------------------------------------
+
+
+def read_quarantined(
+    conf: Mapping[str, str], topic: str = DEFAULT_TOPIC, *, timeout_s: float = 30.0
+) -> list[QuarantinedRecord]:
+    """Every record in the quarantine topic, oldest quarantine time first ([] if no topic)."""
+    quarantine = Quarantine(conf, topic, timeout_s=timeout_s)
+    consumer = quarantine._consumer()
+    try:
+        metadata = consumer.list_topics(topic, timeout=timeout_s)
+        meta = metadata.topics.get(topic)
+        if meta is None or meta.error is not None:
+            return []
+        partitions = sorted(meta.partitions)
+    except KafkaException as exc:
+        raise QuarantineFailed(f"cannot read {topic}: {exc.args[0].str()}") from None
+    finally:
+        consumer.close()
+    out: list[QuarantinedRecord] = []
+    for partition in partitions:
+        low, _high = quarantine._watermarks(partition)
+        out.extend(_decoded(to_record(msg)) for msg in quarantine._scan(partition, low))
+    return sorted(out, key=lambda q: (q.quarantined_at_ms or 0, q.ref.partition, q.ref.offset))
+
+
+def _decoded(stored: KafkaRecord) -> QuarantinedRecord:
+    text: dict[str, str] = {}
+    for key, value in stored.headers:
+        if key.startswith((ERRORS, "offsetd.")) and value is not None:
+            text[key] = value.decode("utf-8", errors="replace")
+    count = text.get(H_ORIGINAL_HEADERS, "")
+    originals = stored.headers[: int(count)] if count.isdigit() else ()
+    original: RecordRef | None = None
+    # The last coordinates are ours (an original header of the same name comes first).
+    topic, partition, offset = text.get(H_TOPIC), text.get(H_PARTITION), text.get(H_OFFSET)
+    if topic and partition and offset and partition.isdigit() and offset.isdigit():
+        original = RecordRef(topic=topic, partition=int(partition), offset=int(offset))
+    return QuarantinedRecord(
+        ref=QuarantineRef(stored.topic, stored.partition, stored.offset),
+        stored=stored,
+        original=original,
+        original_headers=originals,
+        headers=text,
+    )

@@ -1,0 +1,261 @@
+"""Durable progress of remediations: one compacted topic, one record per saga, rewritten per step.
+
+A faust Table is not used on purpose: its changelog writes are not awaited, so a crash could lose
+the record of a step that already acted. Here every progress record is produced with acks=all and
+awaited before the step it announces runs (or after the step it confirms), and the whole topic is
+read back on start, so a restarted daemon knows exactly where each remediation stopped.
+
+The key is the remediation's identity: `<connect cluster>/<connector>/<topic>/<partition>/<offset>`
+for a skip (so the same record is never skipped twice), `locate/<cluster>/<connector>` for the
+temporary one-record-batch override while a record is being located. Each record carries an
+owner epoch: whoever resumes a saga raises it, and an older owner that sees a newer epoch stops
+before its next step instead of acting twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any, Literal
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient
+from confluent_kafka.cimpl import NewTopic
+
+from offsetd.errors import OffsetdError
+
+Status = Literal["running", "done", "aborted", "left_stopped", "failed", "superseded"]
+TERMINAL: tuple[Status, ...] = ("done", "aborted", "left_stopped", "failed", "superseded")
+
+# The skip saga's steps, in order. Progress names the last step that completed.
+STEPS = ("recheck", "quarantine", "snapshot", "stop", "patch", "resume", "verify")
+
+
+class SagaStoreError(OffsetdError):
+    exit_code = 43
+
+
+class Superseded(OffsetdError):
+    """A newer owner took this saga over (rebalance): this one must not act again."""
+
+    exit_code = 44
+
+
+@dataclass(frozen=True)
+class SagaRecord:
+    """One remediation's progress. JSON in the sagas topic; no secrets, no connector configs."""
+
+    key: str
+    kind: str  # "skip" | "locate"
+    connect_cluster: str
+    connector: str
+    decision_id: str
+    rule: str
+    epoch: int
+    owner: str
+    status: Status = "running"
+    completed: tuple[str, ...] = ()  # steps done, in order
+    record: dict[str, Any] | None = None  # topic, partition, offset of the skipped record
+    located_by: str | None = None
+    quarantine_mark: dict[str, int] | None = None  # partition, offset: where the copy must land
+    quarantine_ref: dict[str, Any] | None = None
+    snapshot_id: str | None = None
+    prior_state: str | None = None
+    prior_tasks: int = 0
+    connector_kind: str | None = None
+    connector_class: str | None = None
+    patch: tuple[dict[str, Any], ...] = ()  # the offsets entries written (JSON form)
+    override: dict[str, Any] | None = None  # locate: the original max.poll.records override
+    error: str | None = None
+    started_at_ms: int = 0
+    updated_at_ms: int = 0
+    stopped_at_ms: int | None = None  # when offsetd stopped the connector (time STOPPED metric)
+    resumed_at_ms: int | None = None
+    events: tuple[dict[str, Any], ...] = field(default_factory=tuple)  # step log for the audit
+
+    @property
+    def terminal(self) -> bool:
+        return self.status in TERMINAL
+
+    def done(self, step: str) -> bool:
+        return step in self.completed
+
+    def to_json(self) -> bytes:
+        data = asdict(self)
+        return json.dumps(data, sort_keys=True).encode()
+
+    @classmethod
+    def from_json(cls, raw: bytes) -> SagaRecord:
+        data = json.loads(raw)
+        data["completed"] = tuple(data.get("completed", ()))
+        data["patch"] = tuple(data.get("patch", ()))
+        data["events"] = tuple(data.get("events", ()))
+        return cls(**data)
+
+    def step_done(self, step: str, now_ms: int, **changes: Any) -> SagaRecord:
+        note = {"step": step, "at_ms": now_ms, **{k: v for k, v in changes.items() if k == "error"}}
+        return replace(
+            self,
+            completed=(*self.completed, step),
+            updated_at_ms=now_ms,
+            events=(*self.events, note),
+            **changes,
+        )
+
+    def ended(self, status: Status, now_ms: int, error: str | None = None) -> SagaRecord:
+        note = {"step": f"end:{status}", "at_ms": now_ms, **({"error": error} if error else {})}
+        return replace(
+            self,
+            status=status,
+            error=error or self.error,
+            updated_at_ms=now_ms,
+            events=(*self.events, note),
+        )
+
+
+def skip_key(connect_cluster: str, connector: str, topic: str, partition: int, offset: int) -> str:
+    return f"{connect_cluster}/{connector}/{topic}/{partition}/{offset}"
+
+
+def locate_key(connect_cluster: str, connector: str) -> str:
+    return f"locate/{connect_cluster}/{connector}"
+
+
+def ensure_topic(conf: Mapping[str, str], topic: str, timeout_s: float = 30.0) -> None:
+    """Create the sagas topic: compacted, one partition (few records, read whole on start)."""
+    admin = AdminClient(dict(conf))
+    metadata = admin.list_topics(timeout=timeout_s)
+    if topic in metadata.topics:
+        return
+    replicas = min(3, len(metadata.brokers)) or 1
+    future = admin.create_topics(
+        [NewTopic(topic, 1, replicas, config={"cleanup.policy": "compact"})],
+        operation_timeout=timeout_s,
+    )[topic]
+    try:
+        future.result(timeout=timeout_s)
+    except KafkaException as exc:
+        if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+            raise SagaStoreError(
+                f"cannot create sagas topic {topic}: {exc.args[0].str()}"
+            ) from None
+
+
+class SagaStore:
+    """The sagas topic, read whole on `start` and kept current by `catch_up`.
+
+    `put` returns only once the record is fully acknowledged (acks=all, idempotent producer).
+    """
+
+    def __init__(self, conf: Mapping[str, str], topic: str) -> None:
+        self.topic = topic
+        self._conf = dict(conf)
+        self._producer = Producer(
+            {**self._conf, "acks": "all", "enable.idempotence": "true", "linger.ms": "0"}
+        )
+        self._consumer: Consumer | None = None
+        self._position = 0
+        self._records: dict[str, SagaRecord] = {}
+        self._lock = threading.Lock()
+
+    def start(self) -> None:
+        ensure_topic(self._conf, self.topic)
+        self._consumer = Consumer(
+            {
+                **self._conf,
+                "group.id": f"{self.topic}-reader",  # never used to commit: assign() only
+                "enable.auto.commit": "false",
+                "enable.partition.eof": "false",
+            }
+        )
+        self._consumer.assign([TopicPartition(self.topic, 0, 0)])
+        self._position = 0
+        self.catch_up_sync()
+
+    def close(self) -> None:
+        self._producer.flush(10)
+        if self._consumer is not None:
+            self._consumer.close()
+            self._consumer = None
+
+    def get(self, key: str) -> SagaRecord | None:
+        return self._records.get(key)
+
+    def all(self) -> list[SagaRecord]:
+        return list(self._records.values())
+
+    def unfinished(self) -> list[SagaRecord]:
+        return [r for r in self._records.values() if not r.terminal]
+
+    async def catch_up(self) -> None:
+        await asyncio.to_thread(self.catch_up_sync)
+
+    def catch_up_sync(self, timeout_s: float = 30.0) -> None:
+        """Read what others (or an earlier life of this process) wrote since the last read."""
+        consumer = self._consumer
+        if consumer is None:
+            raise SagaStoreError("the saga store was not started")
+        with self._lock:
+            tp = TopicPartition(self.topic, 0)
+            _low, high = consumer.get_watermark_offsets(tp, timeout=timeout_s)
+            deadline = time.monotonic() + timeout_s
+            while self._position < high:
+                if time.monotonic() > deadline:
+                    raise SagaStoreError(
+                        f"could not read the sagas topic {self.topic} to its end within "
+                        f"{timeout_s:g} s (at {self._position} of {high})"
+                    )
+                for msg in consumer.consume(500, timeout=1.0):
+                    if msg.error() is not None:
+                        continue
+                    self._position = (msg.offset() or 0) + 1
+                    self._apply(msg)
+
+    def _apply(self, msg: Message) -> None:
+        key, value = msg.key(), msg.value()
+        if not isinstance(key, bytes):
+            return
+        if value is None:
+            self._records.pop(key.decode(), None)
+            return
+        try:
+            record = SagaRecord.from_json(value)
+        except (ValueError, TypeError):
+            return  # not ours; a malformed progress record must not stop recovery of the rest
+        self._records[record.key] = record
+
+    async def put(self, record: SagaRecord) -> SagaRecord:
+        await asyncio.to_thread(self._put_sync, record)
+        return record
+
+    def _put_sync(self, record: SagaRecord, timeout_s: float = 30.0) -> None:
+        errors: list[str] = []
+
+        def on_delivery(err: KafkaError | None, _msg: Message) -> None:
+            if err is not None:
+                errors.append(err.str())
+
+        self._producer.produce(
+            self.topic, key=record.key.encode(), value=record.to_json(), on_delivery=on_delivery
+        )
+        remaining = self._producer.flush(timeout_s)
+        if remaining or errors:
+            raise SagaStoreError(
+                f"progress of {record.key} was not acknowledged by {self.topic}: "
+                f"{errors[0] if errors else 'timed out'}"
+            )
+        self._records[record.key] = record
+
+    async def check_owner(self, record: SagaRecord) -> None:
+        """Before a step: stop if a newer owner has taken this saga over."""
+        await self.catch_up()
+        current = self._records.get(record.key)
+        if current is not None and current.epoch > record.epoch:
+            raise Superseded(
+                f"saga {record.key} was taken over by {current.owner} (epoch {current.epoch} > "
+                f"{record.epoch}); this worker stops acting on it"
+            )

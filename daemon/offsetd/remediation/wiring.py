@@ -1,0 +1,172 @@
+"""Builds the remediation layer of one worker from the settings (used by `offsetd run`)."""
+
+from __future__ import annotations
+
+import getpass
+import os
+import socket
+from typing import Any
+
+from pydantic import TypeAdapter
+
+from offsetd.audit import AuditLog
+from offsetd.config import ConnectCluster, Settings
+from offsetd.connect.client import ConnectClient
+from offsetd.engine import ConnectorMeta, Decision
+from offsetd.events.models import RecordRef
+from offsetd.metrics.instruments import RemediationMetrics
+from offsetd.offsets.model import ConnectorKind, next_offset_of
+from offsetd.offsets.snapshots import KafkaSnapshotStore, SnapshotStore
+from offsetd.remediation.checks import RecordCheck
+from offsetd.remediation.control import ControlStore
+from offsetd.remediation.executor import Remediator
+from offsetd.remediation.locate import Located, locate
+from offsetd.remediation.quarantine import SagaQuarantine
+from offsetd.remediation.sagas import SagaRecord, SagaStore, locate_key
+
+CHECK = TypeAdapter[Any](RecordCheck)
+
+
+def worker_identity() -> str:
+    """Who acts, for the audit and the saga records: user@host/pid."""
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):
+        user = "unknown"
+    return f"{user}@{socket.gethostname()}/{os.getpid()}"
+
+
+class SagaLocator:
+    """`locate` with its one-record-batch override made durable, so a crash can undo it."""
+
+    def __init__(self, settings: Settings, owner: str) -> None:
+        self.settings = settings
+        self.owner = owner
+
+    async def locate(
+        self, client: ConnectClient, decision: Decision, sagas: SagaStore
+    ) -> tuple[dict[str, Any] | None, str, str]:
+        params = next((a.params for a in decision.actions if a.type == "skip-record"), {})
+        check = CHECK.validate_python(params["check"]) if params.get("check") else None
+        key = locate_key(decision.connect_cluster, decision.connector)
+        written: list[SagaRecord] = []
+
+        async def on_override(original: str | None) -> None:
+            record = SagaRecord(
+                key=key,
+                kind="locate",
+                connect_cluster=decision.connect_cluster,
+                connector=decision.connector,
+                decision_id=decision.id,
+                rule=decision.rule,
+                epoch=1,
+                owner=self.owner,
+                override={"original": original},
+            )
+            written.append(await sagas.put(record))
+
+        target = decision
+        if decision.record_status == "exact" and decision.record is not None:
+            exact = decision.record
+            committed = await _committed_next(client, decision.connector, exact)
+            # No committed offset: the sink starts from auto.offset.reset, so records before N
+            # may be undelivered too. Past N: the recheck in the saga says "already moved on".
+            if committed is not None and committed >= exact.offset:
+                named = {"topic": exact.topic, "partition": exact.partition, "offset": exact.offset}
+                return named, "dlq", "named by the DLQ record's context headers"
+            # Records committed..N-1 were in the failed batch and never delivered: skipping to
+            # N+1 now would lose them. One-record batches deliver them first (and must stop at N).
+            target = decision.model_copy(update={"record_status": "to_locate", "record": None})
+        try:
+            result = await locate(
+                client,
+                target,
+                self.settings,
+                check=check,
+                single_record_batches=bool(params.get("single_record_batches", True)),
+                on_override=on_override,
+            )
+        finally:
+            if written:  # locate restored the override itself (or raised ConfigNotRestored)
+                await sagas.put(written[-1].ended("done", written[-1].updated_at_ms))
+        if isinstance(result, Located):
+            ref = result.record
+            wanted = decision.record if target is not decision else None
+            if wanted is not None and (ref.topic, ref.partition, ref.offset) != (
+                wanted.topic,
+                wanted.partition,
+                wanted.offset,
+            ):
+                return (
+                    None,
+                    "undelivered_prefix",
+                    f"the DLQ named {wanted.topic}-{wanted.partition}@{wanted.offset}, but with "
+                    f"one-record batches the connector stopped at {ref.offset}: not skipping",
+                )
+            return (
+                {"topic": ref.topic, "partition": ref.partition, "offset": ref.offset},
+                result.how,
+                result.detail,
+            )
+        return None, result.reason, result.describe()
+
+
+def build_remediator(
+    settings: Settings,
+    alias: str,
+    connect: dict[str, ConnectCluster],
+    audit: AuditLog,
+    metrics: RemediationMetrics,
+    meta: Any,
+) -> Remediator:
+    """Everything the executor needs; the topics are created and read before the app starts."""
+    kafka = settings.kafka_clusters[alias]
+    conf = kafka.client_config()
+    remediation = settings.remediation
+    sagas = SagaStore(conf, remediation.sagas_topic)
+    sagas.start()
+    control = ControlStore(conf, remediation.control_topic)
+    state = control.load()
+    metrics.paused.set(1 if state.paused else 0)
+    for breaker in state.open_breakers():
+        metrics.breaker_open.labels(breaker.connect_cluster, breaker.connector).set(1)
+    quarantine = SagaQuarantine(settings, alias)
+    owner = worker_identity()
+
+    def snapshots(connect_cluster: str) -> SnapshotStore:
+        store_alias = settings.offsets.snapshots_kafka_cluster or (
+            connect[connect_cluster].kafka_cluster if connect_cluster in connect else alias
+        )
+        return KafkaSnapshotStore(
+            settings.kafka_clusters[store_alias].client_config(), settings.offsets.snapshots_topic
+        )
+
+    def meta_of(connect_cluster: str, connector: str) -> ConnectorMeta | None:
+        result: ConnectorMeta | None = meta.get(connect_cluster, connector)
+        return result
+
+    return Remediator(
+        settings=remediation,
+        connect=connect,
+        metrics=metrics,
+        audit=audit,
+        sagas=sagas,
+        snapshots=snapshots,
+        quarantine=quarantine,
+        control=control,
+        locator=SagaLocator(settings, owner),
+        meta=meta_of,
+        owner=owner,
+    )
+
+
+async def _committed_next(client: ConnectClient, connector: str, record: RecordRef) -> int | None:
+    """The sink's committed offset (next to read) on the record's partition, if any."""
+    for entry in await client.offsets(connector):
+        part = entry.partition
+        if (part.get("kafka_topic"), part.get("kafka_partition")) == (
+            record.topic,
+            record.partition,
+        ):
+            return next_offset_of(ConnectorKind.SINK, entry.offset)
+    return None

@@ -1,0 +1,64 @@
+"""Runs the daemon's remediation layer on one decision, or recovers, in its own process.
+
+`python -m tests.integration.saga_runner CONFIG run DECISION.json` writes the decision to the
+audit (as the daemon does) and handles it; `... CONFIG recover` starts the remediation layer the
+way `offsetd run` does after a crash (unfinished sagas, decisions with no outcome) and waits
+until that work is done. With OFFSETD_TEST_HOOKS=1 and OFFSETD_FAULT set, `run` dies at the
+chosen point, exactly like a killed daemon. The production code path is the one `offsetd run`
+uses (`build_remediator`); only faust's stream is left out.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import sys
+from pathlib import Path
+
+from prometheus_client import CollectorRegistry
+
+from offsetd.audit import AuditLog
+from offsetd.config import load_settings
+from offsetd.connect.client import ConnectClient
+from offsetd.connect.meta import ConnectorMetaCache
+from offsetd.engine import Decision
+from offsetd.metrics.instruments import RemediationMetrics
+from offsetd.remediation.wiring import build_remediator
+
+
+async def main(config: Path, mode: str, decision_file: Path | None) -> int:
+    settings = load_settings(config)
+    alias = settings.daemon_kafka_cluster()
+    connect = dict(settings.connect_clusters)
+    audit = AuditLog(settings.kafka_clusters[alias].client_config(), settings.daemon.audit_topic)
+    audit.start()
+    meta = ConnectorMetaCache({n: ConnectClient.for_cluster(c) for n, c in connect.items()})
+    for name in connect:
+        await meta.refresh(name, force=True)
+    remediator = build_remediator(
+        settings, alias, connect, audit, RemediationMetrics.create(CollectorRegistry()), meta
+    )
+    remediator.poll_s = 0.5
+    try:
+        if mode == "run":
+            assert decision_file is not None
+            decision = Decision.model_validate_json(decision_file.read_text())
+            await audit.write(decision.audit_record())
+            outcome = await remediator.handle(decision)
+            print(json.dumps({"outcome": outcome}))
+        else:
+            await remediator.start(lambda _cluster, _connector: True)
+            await remediator.idle()
+            print(json.dumps({"outcome": "recovered"}))
+    finally:
+        await remediator.stop()
+        await meta.aclose()
+        audit.close()
+    return 0
+
+
+if __name__ == "__main__":
+    logging.basicConfig(level=logging.INFO)
+    args = sys.argv[1:]
+    sys.exit(asyncio.run(main(Path(args[0]), args[1], Path(args[2]) if len(args) > 2 else None)))
