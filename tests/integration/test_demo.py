@@ -11,7 +11,7 @@ from offsetd.devstack.stack import Stack, StackInfo
 pytestmark = pytest.mark.integration
 
 
-def test_demo_shows_an_observe_mode_skip_of_exactly_the_poison_record(
+def test_demo_heals_the_sink_by_skipping_exactly_the_poison_record(
     stack: StackInfo, tmp_path: Path
 ) -> None:
     from offsetd.devstack.demo import run_demo
@@ -22,12 +22,24 @@ def test_demo_shows_an_observe_mode_skip_of_exactly_the_poison_record(
         records = run_demo(local, tmp_path / "offsetd.yaml", said.append)
     finally:
         assert local.stop_extra("offsetd-run") == ["offsetd-run"]
-    skips = [r for r in records if r["rule"] == "poison-record-skip"]
-    assert len(skips) == 1
     poison = next(line for line in said if "poison record at" in line)
     where = poison.split("poison record at ")[1].split(" ")[0]
-    record = skips[0]["record"]
+    decisions = [r for r in records if r["rule"] == "poison-record-skip" and "kind" not in r]
+    assert len(decisions) == 1
+    record = decisions[0]["record"]
     assert f"{record['topic']}-{record['partition']}@{record['offset']}" == where
-    assert skips[0]["mode"] == "observe"
-    assert {r["mode"] for r in records} == {"observe"}
-    assert any(r["rule"] == "poison-record-restart" and r["outcome"] == "planned" for r in records)
+    assert decisions[0]["mode"] == "enforce"
+    executed = [
+        r
+        for r in records
+        if r.get("kind") == "remediation"
+        and r["rule"] == "poison-record-skip"
+        and r["outcome"] == "executed"
+    ]
+    assert len(executed) == 1, executed
+    assert executed[0]["saga_status"] == "done"
+    assert executed[0]["quarantine"] is not None
+    methods = [c["method"] for c in executed[0]["http_calls"]]
+    assert "PATCH" in methods
+    assert any(line.startswith(f"quarantined: {where} -> ") for line in said), said
+    assert any("delivered every record after the poison" in line for line in said)

@@ -157,7 +157,7 @@ def _write_yaml(path: Path, data: dict[str, Any]) -> None:
     help="Where to write the config for the stack and the daemon.",
 )
 def demo(run_dir: Path, config_path: Path) -> None:
-    """The main job: the daemon (observe mode) deciding on a real poison record."""
+    """The main job: the daemon (enforce mode) healing a sink from a real poison record."""
     try:
         records = run_demo(Stack(run_dir, log=_say), config_path, _say)
     except DevStackError as exc:

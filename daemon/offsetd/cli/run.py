@@ -67,9 +67,16 @@ def check_cluster_ids(settings: Settings, alias: str) -> None:
 @click.option(
     "--observe", is_flag=True, help="Run every rule in observe mode (decide and audit, never act)."
 )
+@click.option(
+    "--enforce",
+    is_flag=True,
+    help="Run every rule in enforce mode (act without approval; the guards still apply).",
+)
 @click.option("--log-level", type=click.Choice(["debug", "info", "warn", "error"]), default="info")
 @reports_errors
-def run(config_path: Path, rules_dir: Path | None, observe: bool, log_level: str) -> None:
+def run(
+    config_path: Path, rules_dir: Path | None, observe: bool, enforce: bool, log_level: str
+) -> None:
     """Run the daemon: tail Connect's topics, match rules, decide, audit, remediate."""
     from offsetd.app import Wiring, build_app  # faust is imported only here
     from offsetd.connect.meta import ConnectorMetaCache
@@ -84,8 +91,11 @@ def run(config_path: Path, rules_dir: Path | None, observe: bool, log_level: str
         raise ConfigError(f"daemon.kafka_cluster {alias!r} is not in kafka_clusters")
     connect = {n: c for n, c in settings.connect_clusters.items() if c.kafka_cluster == alias}
     rules = load_rules(rules_dir or settings.daemon.rules_dir)
-    if observe:
-        rules = RuleSet(r.rule.model_copy(update={"mode": "observe"}) for r in rules.rules)
+    if observe and enforce:
+        raise ConfigError("--observe and --enforce exclude each other")
+    if observe or enforce:
+        mode = "observe" if observe else "enforce"
+        rules = RuleSet(r.rule.model_copy(update={"mode": mode}) for r in rules.rules)
     check_cluster_ids(settings, alias)
     kafka = settings.kafka_clusters[alias]
     audit = AuditLog(kafka.client_config(), settings.daemon.audit_topic)

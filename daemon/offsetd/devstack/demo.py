@@ -1,11 +1,11 @@
-"""The README's main job on the local stack: the daemon deciding on a real poison record.
+"""The README's main job on the local stack: the pipeline healing itself from a poison record.
 
 Brings the stack up if needed, writes `offsetd.yaml` for it (with the daemon section), starts
-`offsetd run --observe` with `rules/examples` as part of the stack (so `offsetd dev down`
+`offsetd run --enforce` with `rules/examples` as part of the stack (so `offsetd dev down`
 stops it), creates a JSON sink connector with a dead letter queue, feeds it good records and one
-that is not JSON, plays the operator who restarts the failed task twice, and shows the daemon's
-decisions: restarts with backoff, then a skip of exactly that record — in observe mode, so
-nothing is changed.
+that is not JSON, plays the operator who restarts the failed task twice, and waits until the
+daemon has healed it: the poison record in quarantine, the connector RUNNING past it, and every
+following record delivered. It returns the daemon's decisions and outcomes for that connector.
 """
 
 from __future__ import annotations
@@ -29,9 +29,11 @@ from offsetd.devstack.errors import DevStackError
 from offsetd.devstack.jars import find_pom
 from offsetd.devstack.ports import free_ports
 from offsetd.devstack.stack import Stack, StackInfo
+from offsetd.remediation.quarantine import read_quarantined
 
 TOPIC, DLQ = "demo-orders", "demo-orders-dlq"
 AUDIT_TOPIC = "offsetd.audit"
+QUARANTINE_TOPIC = "offsetd.quarantine"
 
 
 def run_demo(stack: Stack, config_path: Path, say: Callable[[str], None]) -> list[dict[str, Any]]:
@@ -56,11 +58,11 @@ def run_demo(stack: Stack, config_path: Path, say: Callable[[str], None]) -> lis
         str(config_path.resolve()),
         "--rules",
         str(repo / "rules" / "examples"),
-        "--observe",
+        "--enforce",
     ]
     stack.spawn_extra("offsetd-run", argv)
     _wait(f"the daemon's /metrics on port {port}", lambda: _up(f"http://127.0.0.1:{port}/metrics"))
-    say(f"offsetd run is up (observe mode), metrics on http://127.0.0.1:{port}/metrics")
+    say(f"offsetd run is up (enforce mode), metrics on http://127.0.0.1:{port}/metrics")
 
     http = httpx.Client(base_url=info.connect["url"], timeout=30)
     # A new name each run: a deleted connector's consumer group would resume at the poison record.
@@ -96,14 +98,28 @@ def run_demo(stack: Stack, config_path: Path, say: Callable[[str], None]) -> lis
             http.post(f"{path}/restart", params={"includeTasks": "true", "onlyFailed": "true"})
             time.sleep(2)
     conf = {"bootstrap.servers": west}
+    say("waiting for offsetd to quarantine the record, skip it and verify the sink (~30 s)")
     _wait(
-        "the skip decision",
+        "the skip to be executed and verified",
         lambda: any(
-            r.get("connector") == connector and (r.get("record") or {}).get("offset") == poison
+            r.get("connector") == connector
+            and r.get("kind") == "remediation"
+            and r.get("outcome") == "executed"
+            and "skip-record" in [a.get("type") for a in r.get("actions", [])]
             for r in read_records(conf, AUDIT_TOPIC)
         ),
-        timeout_s=120,
+        timeout_s=240,
     )
+    sink = Path(info.run_dir) / "data" / "demo-orders.txt"
+    _wait("order 200 in the sink", lambda: sink.exists() and "200" in sink.read_text())
+    say(f"{connector} is {_task_states(http, path)} and delivered every record after the poison")
+    for copy in read_quarantined(conf, QUARANTINE_TOPIC):
+        original, ref = copy.original, copy.ref
+        if copy.connector == connector and original is not None:
+            say(
+                f"quarantined: {original.topic}-{original.partition}@{original.offset} -> "
+                f"{ref.topic}-{ref.partition}@{ref.offset}, value {copy.stored.value!r}"
+            )
     return [r for r in read_records(conf, AUDIT_TOPIC) if r.get("connector") == connector]
 
 
@@ -117,6 +133,7 @@ def _write_config(info: StackInfo, path: Path, port: int) -> None:
         "web_port": port,
         "data_dir": str(Path(info.run_dir) / "daemon"),
     }
+    data["remediation"] = {"quarantine_topic": QUARANTINE_TOPIC, "verify_stable_for": "10s"}
     with path.open("w") as out:
         out.write("# offsetd configuration for the local stack, written by `offsetd dev demo`.\n")
         YAML().dump(data, out)

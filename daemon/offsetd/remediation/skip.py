@@ -74,6 +74,7 @@ class SkipTimings:
     max_retries: int = 5
     retry_first_s: float = 1.0
     retry_max_s: float = 15.0
+    settle_s: float = 20.0
 
 
 @dataclass(frozen=True)
@@ -155,8 +156,15 @@ class SkipSaga:
     async def _recheck(self) -> dict[str, Any]:
         """Right before acting: the task still FAILED, the record not yet passed, same error."""
         connector = self.record.connector
-        status = await self._retrying("recheck", lambda: self.ctx.client.status(connector))
-        failed = [t for t in status.tasks if t.state == "FAILED"]
+        # A task restarted a moment ago (e.g. its config was just restored after locating the
+        # record) is RUNNING until it reaches the poison record again: give it time to settle.
+        deadline = time.monotonic() + self.ctx.timings.settle_s
+        while True:
+            status = await self._retrying("recheck", lambda: self.ctx.client.status(connector))
+            failed = [t for t in status.tasks if t.state == "FAILED"]
+            if failed or time.monotonic() >= deadline:
+                break
+            await asyncio.sleep(self.ctx.timings.poll_s)
         if not failed:
             raise SkipAborted(
                 f"{connector} has no FAILED task any more ({status.state}, tasks "
