@@ -54,11 +54,15 @@ from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 from ruamel.yaml import YAML
 
-from offsetd.engine import ConnectorMeta, ConnectorState, decide
+from offsetd.engine import ConnectorMeta, ConnectorState, Decision, decide
+from offsetd.engine.batch import decide_batch
+from offsetd.engine.cache import StateCache
 from offsetd.events.decode import Malformed, RawRecord, raw_record
 from offsetd.events.dlq import DLQ_HEADER_PREFIX, decode_dlq
+from offsetd.events.frames import decode_frame, route_dlq, route_status
 from offsetd.events.models import owner_key
 from offsetd.events.status import decode_status
+from offsetd.ingest import Ingest, Source, ensure_events_topic
 from offsetd.offsets.javahash import java_partition
 from offsetd.offsets.offline import FETCH_TUNING
 from offsetd.rules import RuleSet, load_rules
@@ -982,6 +986,7 @@ FAUST_MODES = {
     "events-noop": "diagnostic: stream.events(), only key and value touched (the driver alone)",
     "take-noop": "diagnostic: take_events, only key and value touched",
     "events-cached": "diagnostic: (c) with the decoded states kept while the table holds them",
+    "app": "(e): app.py's path: the ingest thread, frames per connector, faust + Table per frame",
 }
 
 
@@ -1070,10 +1075,19 @@ def faust_child(
         states[key] = pipe.decide(state, event).to_json()
 
     def finish() -> None:
+        if stopping:
+            return
         seconds = time.perf_counter() - progress["first"]
         result = {"records": progress["count"], "seconds": seconds, "tally": pipe.tally()}
+        if progress.get("error"):
+            result["error"] = progress["error"]
         result_file.write_text(json.dumps(result))
         stopping.append(asyncio.ensure_future(worker.stop()))
+
+    if mode == "app":
+        _app_path(app, bootstrap, table, pipe, progress, total, finish)
+        worker.execute_from_commandline()
+        return
 
     @app.agent(source)
     async def run(stream: Any) -> None:
@@ -1091,6 +1105,97 @@ def faust_child(
                     finish()
 
     worker.execute_from_commandline()
+
+
+def bench_route(cluster: str, raw: RawRecord) -> str:
+    """The copy topic mixes status and DLQ records: route by shape, as `Pipeline.event`."""
+    return route_status(cluster, raw) if is_status(raw) else route_dlq(cluster, raw)
+
+
+def _app_path(
+    app: Any,
+    bootstrap: str,
+    table: Any,
+    pipe: Pipeline,
+    progress: dict[str, Any],
+    total: int,
+    finish: Callable[[], None],
+) -> None:
+    """(e): what app.py runs. The ingest (`offsetd.ingest.Ingest`, a confluent-kafka thread)
+    reads the copy topic in batches and sends one frame per connector and batch to the internal
+    topic; a faust agent with the Table decides each frame as app.py's `_decide_frame` does
+    (decode_frame, `StateCache`, `decide_batch`, one state write per frame). No audit writes and
+    no metadata refresh, as in (c) and (d). Timed from the ingest's first batch to the last
+    record decided."""
+    events_name = f"{app.conf.id}-events"
+    events = app.topic(
+        events_name,
+        partitions=PARTITIONS,
+        internal=True,
+        key_type=str,
+        value_type=bytes,
+        key_serializer="raw",
+        value_serializer="raw",
+    )
+    cache = StateCache(table)
+    conf = {"bootstrap.servers": bootstrap}
+
+    def started(_records: int, _frames: int) -> None:
+        if not progress["first"]:
+            progress["first"] = time.perf_counter()
+
+    ingest = Ingest(
+        conf,
+        {TOPIC: Source(CLUSTER, bench_route)},
+        events_name,
+        group_id=f"{app.conf.id}-ingest",
+        on_batch=started,
+    )
+
+    ensure_events_topic(conf, events_name, PARTITIONS, 1)  # before faust subscribes to it
+
+    @app.task  # type: ignore[untyped-decorator]
+    async def run_ingest() -> None:
+        ingest.start()
+        while ingest.alive:
+            await asyncio.sleep(0.5)
+        if ingest.error is not None:
+            progress["error"] = repr(ingest.error)
+            finish()
+
+    def decoder(raw: RawRecord) -> Any:
+        return decode_status(CLUSTER, raw) if is_status(raw) else decode_dlq(CLUSTER, raw)
+
+    def malformed(_raw: RawRecord, _bad: Malformed) -> None:
+        pipe.malformed += 1
+
+    def count(decision: Decision) -> None:
+        pipe.decisions[f"{decision.rule}:{decision.outcome}"] += 1
+
+    @app.agent(events)  # type: ignore[untyped-decorator]
+    async def decide_frames(stream: Any) -> None:
+        async for key, value in stream.items():
+            records = decode_frame(value)
+            state = cache.get(key)
+            applied, decisions = decide_batch(
+                state,
+                records,
+                decoder,
+                pipe.rules,
+                lambda event: pipe.metas.get(event.connector),
+                lambda event: event.source.timestamp_ms,  # now = event time, as (b)
+                on_match=pipe.count_match,
+                on_malformed=malformed,
+            )
+            pipe.events += applied
+            for decision in decisions:
+                count(decision)
+            if applied:
+                cache.put(key, state)
+            progress["count"] += len(records)
+            if progress["count"] >= total:
+                ingest.stop(0)
+                finish()
 
 
 def faust_round(conf: dict[str, str], rules_dir: Path, mode: str, limit: int) -> Result:
@@ -1113,6 +1218,8 @@ def faust_round(conf: dict[str, str], rules_dir: Path, mode: str, limit: int) ->
             tail = log[-3000:]
             sys.exit(f"faust worker {app_id} gave no result (exit {child.returncode}):\n{tail}")
         data = json.loads(result_file.read_text())
+    if data.get("error"):
+        sys.exit(f"faust worker {app_id} failed: {data['error']}\n{log[-3000:]}")
     return Result(data["records"], data["seconds"], data["tally"])
 
 
@@ -1123,16 +1230,17 @@ def _drop_app(conf: dict[str, str], app_id: str) -> None:
     if topics:
         for future in admin.delete_topics(topics, operation_timeout=30).values():
             future.result()
-    try:
-        for future in admin.delete_consumer_groups([app_id], request_timeout=15).values():
-            future.result()
-    except Exception:  # noqa: S110 - the group may be gone already: nothing left to delete
-        pass
+    for group in (app_id, f"{app_id}-ingest"):  # (e) has its ingest's group too
+        try:
+            for future in admin.delete_consumer_groups([group], request_timeout=15).values():
+                future.result()
+        except Exception:  # noqa: S110 - the group may be gone already: nothing left to delete
+            pass
 
 
-def faust_reader(mode: str) -> Callable[[dict[str, str], Path, int], Result]:
+def faust_reader(mode: str, whole: bool = False) -> Callable[[dict[str, str], Path, int], Result]:
     def read(conf: dict[str, str], rules_dir: Path, prefix: int) -> Result:
-        return faust_round(conf, rules_dir, mode, prefix)
+        return faust_round(conf, rules_dir, mode, RECORDS if whole else prefix)
 
     return read
 
@@ -1147,6 +1255,7 @@ READERS: dict[str, tuple[str, Reader]] = {
     "b3": ("(b3) b2, decoded states kept", pipeline_cached_state),
     "c": ("(c) faust events(), Table", faust_reader("events")),
     "d": ("(d) faust take_events(), Table", faust_reader("take")),
+    "e": ("(e) app path: ingest + frames, Table", faust_reader("app", whole=True)),
     # diagnostics, not run by default
     "c-cached": ("(c) + decoded states kept", faust_reader("events-cached")),
     "c-dict": ("faust events(), dict, no Table", faust_reader("events-dict")),
@@ -1154,7 +1263,7 @@ READERS: dict[str, tuple[str, Reader]] = {
     "c-noop": ("faust events(), no work", faust_reader("events-noop")),
     "d-noop": ("faust take_events(), no work", faust_reader("take-noop")),
 }
-WHOLE = ("a", "b")  # read the whole topic; the others the first --faust-records
+WHOLE = ("a", "b", "e")  # read the whole topic; the others the first --faust-records
 
 
 def main() -> None:

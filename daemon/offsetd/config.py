@@ -48,6 +48,7 @@ from pydantic_settings import (
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 
 from offsetd.errors import ConfigError
+from offsetd.rules.models import Duration
 from offsetd.yamlerrors import YamlFileError, dotted, plain, read_yaml
 
 __all__ = [
@@ -62,6 +63,7 @@ __all__ = [
     "KafkaCluster",
     "KafkaSasl",
     "KafkaTls",
+    "LagSettings",
     "SaslMechanism",
     "SecurityProtocol",
     "Settings",
@@ -437,6 +439,91 @@ class DaemonSettings(_Model):
     replication_factor: Annotated[int, Field(ge=1, le=10)] | None = None
 
 
+class BlastRadius(_Model):
+    """An outage is not a poison record: above this many failing connectors, act on none."""
+
+    max_failing_connectors: Annotated[int, Field(ge=1)] = 3
+    within: Duration = 300_000
+
+
+class SkipBudget(_Model):
+    """At most `max` skips per connector per `per`, across rules, stored durably."""
+
+    max: Annotated[int, Field(ge=1)] = 5
+    per: Duration = 3_600_000
+
+
+class RemediationSettings(_Model):
+    """How decisions act: the durable topics, the guardrails and the saga's timings.
+
+    Durations are strings such as `30s`, `2m`, `1h`. All topics live on the daemon's Kafka cluster.
+    """
+
+    quarantine_topic: TopicName = "offsetd.quarantine"
+    sagas_topic: TopicName = "offsetd.sagas"
+    control_topic: TopicName = "offsetd.control"
+    # Connector classes (globs) whose offsets offsetd may move past a record; `sink` means any
+    # sink connector (Connect owns a sink's offsets in its consumer group).
+    skip_allowlist: list[NonEmptyStr] = Field(
+        default_factory=lambda: ["sink", "org.apache.kafka.connect.mirror.MirrorSourceConnector"]
+    )
+    opt_out: list[NonEmptyStr] = Field(
+        default_factory=list, description="Connector name globs offsetd never acts on."
+    )
+    skip_budget: SkipBudget = Field(default_factory=SkipBudget)
+    blast_radius: BlastRadius = Field(default_factory=BlastRadius)
+    breaker_window: Duration = 600_000  # a new failure this soon after a skip opens the breaker
+    verify_stable_for: Duration = 120_000
+    stop_timeout: Duration = 60_000
+    resume_timeout: Duration = 120_000
+    locate_timeout: Duration = 120_000  # waiting for the failure to repeat in one-record batches
+    webhook_timeout: Duration = 5_000
+    max_retries: Annotated[int, Field(ge=0, le=20)] = 5  # Connect 409/500/no answer, per step
+
+
+class LagSettings(_Model):
+    """MirrorMaker 2 lag collection (`offsetd lag`, and the daemon's /metrics page).
+
+    Durations are strings such as `10s`, `5m`. `window` is how far back the status rules look
+    (Burrow style); `flush_interval` is Connect's `offset.flush.interval.ms`, which bounds how
+    fresh N can be. The sample window is kept in `state_file` (default: in `daemon.data_dir`).
+    """
+
+    interval: Duration = 10_000
+    window: Duration = 600_000
+    flush_interval: Duration = 60_000
+    aggregate_per_topic: bool = False  # one series per topic instead of per partition
+    seconds_lag_concurrency: Annotated[int, Field(ge=1, le=1000)] = 32
+    seconds_lag_max_fetches: Annotated[int, Field(ge=0)] = 2_000  # per cycle; the rest next cycle
+    slo_seconds: Annotated[float, Field(gt=0)] = 300.0  # exported for the seconds-lag alert
+    state_file: Path | None = None
+
+
+class SparkSettings(_Model):
+    """Spark for `offsetd rewind plan` (content-based targets; see offsetd.spark).
+
+    `master` is where the scan runs (`local[2]` by default; `yarn`, `k8s://...`, `spark://...`
+    on a cluster); `conf` is passed to the SparkSession as is, e.g. `spark.driver.memory` or, on
+    a cluster, `spark.jars.packages: org.apache.spark:spark-sql-kafka-0-10_2.13:<spark version>`.
+    Spark logs its conf, so secret-looking keys are refused here: Kafka credentials come from
+    `kafka_clusters` and go only into the Kafka source's options.
+    """
+
+    master: NonEmptyStr = "local[2]"
+    conf: ClientProperties = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _no_secrets(self) -> Self:
+        problems: list[tuple[tuple[str | int, ...], str]] = [
+            (("conf", key), "looks like a secret: Spark logs its conf, keep secrets out of it")
+            for key in self.conf
+            if is_secret_property(key)
+        ]
+        if problems:
+            raise _LocatedError(problems)
+        return self
+
+
 # -- the whole configuration --------------------------------------------------------------------
 
 
@@ -461,6 +548,13 @@ class Settings(BaseSettings):
     )
     daemon: Annotated[DaemonSettings, _none_to_empty(DaemonSettings)] = Field(
         default_factory=DaemonSettings
+    )
+    lag: Annotated[LagSettings, _none_to_empty(LagSettings)] = Field(default_factory=LagSettings)
+    spark: Annotated[SparkSettings, _none_to_empty(SparkSettings)] = Field(
+        default_factory=SparkSettings
+    )
+    remediation: Annotated[RemediationSettings, _none_to_empty(RemediationSettings)] = Field(
+        default_factory=RemediationSettings
     )
 
     @classmethod

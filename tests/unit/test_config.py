@@ -114,6 +114,33 @@ FULL_REDACTED: dict[str, Any] = {
         "data_dir": ".offsetd/state",
         "replication_factor": None,
     },
+    "remediation": {
+        "quarantine_topic": "offsetd.quarantine",
+        "sagas_topic": "offsetd.sagas",
+        "control_topic": "offsetd.control",
+        "skip_allowlist": ["sink", "org.apache.kafka.connect.mirror.MirrorSourceConnector"],
+        "opt_out": [],
+        "skip_budget": {"max": 5, "per": "1h"},
+        "blast_radius": {"max_failing_connectors": 3, "within": "5m"},
+        "breaker_window": "10m",
+        "verify_stable_for": "2m",
+        "stop_timeout": "1m",
+        "resume_timeout": "2m",
+        "locate_timeout": "2m",
+        "webhook_timeout": "5s",
+        "max_retries": 5,
+    },
+    "lag": {
+        "interval": "10s",
+        "window": "10m",
+        "flush_interval": "1m",
+        "aggregate_per_topic": False,
+        "seconds_lag_concurrency": 32,
+        "seconds_lag_max_fetches": 2000,
+        "slo_seconds": 300.0,
+        "state_file": None,
+    },
+    "spark": {"master": "local[2]", "conf": {}},
 }
 
 

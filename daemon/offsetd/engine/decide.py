@@ -200,21 +200,25 @@ def decide(
         return state, []
     state.offsets[partition_key] = source.offset
     time_ms = source.timestamp_ms
-    if state.watermark_ms is None or time_ms > state.watermark_ms:
-        state.watermark_ms = time_ms
-    if not state.connector:
+    # The fields' own dict: pydantic's __setattr__ costs ~1 us, and these are plain ints/strs
+    # of a model without validate_assignment.
+    fields = state.__dict__
+    if fields["watermark_ms"] is None or time_ms > fields["watermark_ms"]:
+        fields["watermark_ms"] = time_ms
+    if not fields["connector"]:
         state.connect_cluster, state.connector = event.connect_cluster, event.connector
 
     kind = event.kind
     if kind is EventKind.TASK_STATUS or kind is EventKind.CONNECTOR_STATUS:
         _update_status(state, event, time_ms)
 
-    if time_ms >= state.next_sweep_ms:
+    if time_ms >= fields["next_sweep_ms"]:
         prune(state, rules)
-        state.next_sweep_ms = time_ms + SWEEP_EVERY_MS
+        fields["next_sweep_ms"] = time_ms + SWEEP_EVERY_MS
 
     decisions: list[Decision] = []
     record = _record_text(event) if kind is EventKind.DLQ_RECORD else None
+    trigger: list[EventSummary] = []  # built by the first firing, shared by the others
     for rule in rules.candidates(event, meta):
         if now_ms - time_ms > rule.within_ms:
             continue  # stale: a replayed or late record never fires (nor counts)
@@ -239,7 +243,7 @@ def decide(
             continue
         counted = list(entries)
         del windows[key]  # the firing consumes the window
-        decisions.append(_fire(state, rule, rule_state, event, key, counted, now_ms))
+        decisions.append(_fire(state, rule, rule_state, event, key, counted, now_ms, trigger))
     return state, decisions
 
 
@@ -285,12 +289,31 @@ def _text(value: object) -> str:
 
 
 def _count_key(rule: CompiledRule, event: Any, record: str | None) -> str:
-    if rule.key == ("connector",):
-        return f"connector={event.connector}"
-    return ",".join(
-        f"record={record or ''}" if name == "record" else f"{name}={_KEY_FIELDS[name](event)}"
-        for name in rule.key
-    )
+    keyer = _KEYERS.get(rule.key)
+    if keyer is None:
+        keyer = _KEYERS[rule.key] = _keyer(rule.key)
+    return keyer(event, record)
+
+
+def _keyer(names: tuple[str, ...]) -> Callable[[Any, str | None], str]:
+    """The count key function for a rule's `key` (compiled once: this runs for every match)."""
+    if names == ("connector",):
+        return lambda e, _r: f"connector={e.connector}"
+    if names == ("connector", "task_id"):
+        return lambda e, _r: f"connector={e.connector},task_id={_text(getattr(e, 'task_id', None))}"
+    if names == ("connector", "record"):
+        return lambda e, r: f"connector={e.connector},record={r or ''}"
+
+    def key(event: Any, record: str | None) -> str:
+        return ",".join(
+            f"record={record or ''}" if name == "record" else f"{name}={_KEY_FIELDS[name](event)}"
+            for name in names
+        )
+
+    return key
+
+
+_KEYERS: dict[tuple[str, ...], Callable[[Any, str | None], str]] = {}
 
 
 def _record_text(event: Any) -> str | None:
@@ -314,6 +337,7 @@ def _fire(
     key: str,
     counted: list[WindowEntry],
     now_ms: int,
+    trigger: list[EventSummary],
 ) -> Decision:
     time_ms = event.source.timestamp_ms
     reason: Reason | None = None
@@ -357,9 +381,12 @@ def _fire(
                 }
 
     # One validated construction: pydantic-core builds the nested models faster than
-    # model_construct does in Python, and the decision is checked on the way.
-    error = getattr(event, "error", None)
-    trigger_record = event.record if event.kind is EventKind.DLQ_RECORD else None
+    # model_construct does in Python, and the decision is checked on the way. Models given as
+    # instances (the trigger, shared by every decision of this event, and the trigger's own
+    # source) are taken as they are.
+    if not trigger:
+        trigger.append(_summary(event))
+    source = event.source
     return Decision.model_validate(
         {
             "id": decision_id(rule.name, event.connect_cluster, event.connector, key, event.source),
@@ -379,19 +406,28 @@ def _fire(
             "decided_at_ms": now_ms,
             "inputs": {
                 "events": [
-                    {"topic": t, "partition": p, "offset": o, "timestamp_ms": ts}
+                    source
+                    if o == source.offset and p == source.partition and t == source.topic
+                    else {"topic": t, "partition": p, "offset": o, "timestamp_ms": ts}
                     for ts, t, p, o, _ in counted
                 ],
-                "trigger": {
-                    "kind": str(event.kind),
-                    "state": getattr(event, "state", None),
-                    "task_id": getattr(event, "task_id", None),
-                    "exception_class": error.exception_class if error is not None else None,
-                    "root_cause_class": error.root_cause_class if error is not None else None,
-                    "stage": error.stage if error is not None else None,
-                    "record": trigger_record,
-                },
+                "trigger": trigger[0],
             },
+        }
+    )
+
+
+def _summary(event: Any) -> EventSummary:
+    error = getattr(event, "error", None)
+    return EventSummary.model_validate(
+        {
+            "kind": str(event.kind),
+            "state": getattr(event, "state", None),
+            "task_id": getattr(event, "task_id", None),
+            "exception_class": error.exception_class if error is not None else None,
+            "root_cause_class": error.root_cause_class if error is not None else None,
+            "stage": error.stage if error is not None else None,
+            "record": event.record if event.kind is EventKind.DLQ_RECORD else None,
         }
     )
 

@@ -1,0 +1,373 @@
+"""MM2 lag refresh and exposition: 1k / 10k partitions on the local stack, 100k with a fake admin.
+
+Stack cases: synthetic topics on *west* (so the stack's east->west MirrorSourceConnector, which
+replicates every east topic, leaves them alone), and a STOPPED MirrorSourceConnector
+`bench-lag-<n>` with source alias west whose offsets are PATCHed so that half the partitions are
+caught up and half lag by a few records. The collector then runs real cycles: Connect REST, the
+offsets topic, batched ListOffsets against west, seconds lag for the lagging half (first cycle
+fetches, later cycles hit the cache).
+
+Measured per case: refresh time (median of the cycles after the first), ListOffsets requests
+per broker per cycle from librdkafka's statistics (`brokers[].req.ListOffsets`), Python CPU per
+cycle (thread time of the collecting thread: librdkafka's own threads excluded), the scrape of
+the pre-rendered page (HTTP GET against `offsetd lag serve`'s server) against `generate_latest`
+on a registry holding the same series, and RSS.
+
+    .venv/bin/python bench/bench_lag.py --run-dir /tmp/lag-stack [--sizes 1000,10000]
+        [--fake 100000] [--workdir DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import statistics
+import tempfile
+import threading
+import time
+from collections.abc import Mapping
+from concurrent.futures import Future
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+import psutil
+from confluent_kafka import KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import OffsetSpec as _OffsetSpec  # type: ignore[attr-defined]
+from prometheus_client import CollectorRegistry, Gauge, generate_latest
+
+from offsetd.config import Settings
+from offsetd.devstack.stack import Stack
+from offsetd.lag.collector import Collector
+from offsetd.lag.connect_state import ConnectView, MirrorFlow
+from offsetd.lag.exposition import render
+from offsetd.lag.mirror_offsets import MirrorOffsets, Position
+from offsetd.lag.server import metrics_server
+from offsetd.lag.snapshot import ConnectorHealth, Snapshot
+from offsetd.offsets.model import ConnectorKind
+
+PER_TOPIC = 100
+CYCLES = 5
+
+
+# -- librdkafka statistics: ListOffsets requests per broker ------------------------------------
+
+
+class CountingAdmin:
+    """A real AdminClient with statistics on; `list_offsets_requests()` per broker so far."""
+
+    def __init__(self, conf: dict[str, str]) -> None:
+        self.latest: dict[str, Any] = {}
+        self._admin = AdminClient(
+            {**conf, "statistics.interval.ms": 100, "stats_cb": self._stats}  # type: ignore[dict-item]
+        )
+
+    def _stats(self, raw: str) -> None:
+        self.latest = json.loads(raw)
+
+    def list_offsets_requests(self) -> dict[str, int]:
+        self._admin.poll(0.3)  # serve the stats callback
+        time.sleep(0.25)
+        self._admin.poll(0.3)
+        return {
+            b["nodename"]: int(b.get("req", {}).get("ListOffsets", 0))
+            for b in self.latest.get("brokers", {}).values()
+            if b.get("nodeid", -1) >= 0
+        }
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._admin, name)
+
+
+# -- stack set-up ----------------------------------------------------------------------------
+
+
+def setup(info: Any, size: int) -> str:
+    """Topics on west and a STOPPED bench MirrorSourceConnector with offsets; returns its name."""
+    west = info.clusters["west"]["bootstrap.servers"]
+    east = info.clusters["east"]["bootstrap.servers"]
+    name = f"bench-lag-{size}"
+    topics = [f"bench-lag-{size}-t{i}" for i in range(size // PER_TOPIC)]
+    admin = AdminClient({"bootstrap.servers": west})
+    existing = set(admin.list_topics(timeout=30).topics)
+    missing = [NewTopic(t, PER_TOPIC, 1) for t in topics if t not in existing]
+    for start in range(0, len(missing), 10):
+        for future in admin.create_topics(
+            missing[start : start + 10], operation_timeout=120
+        ).values():
+            future.result(timeout=180)
+    # a few records in every partition: 5 each, produced once
+    ends = _ends(admin, topics)
+    if any(v == 0 for v in ends.values()):
+        producer = Producer({"bootstrap.servers": west, "linger.ms": 50})
+        for (topic, partition), end in ends.items():
+            for i in range(end, 5):
+                producer.produce(topic, value=f"v{i}".encode(), partition=partition)
+            producer.poll(0)
+        producer.flush(120)
+    http = httpx.Client(base_url=info.connect["url"], timeout=300)
+    path = f"/connectors/{quote(name, safe='')}"
+    if http.get(path).status_code == 404:
+        config = {
+            "connector.class": "org.apache.kafka.connect.mirror.MirrorSourceConnector",
+            "source.cluster.alias": "west",
+            "target.cluster.alias": "east",
+            "source.cluster.bootstrap.servers": west,
+            "target.cluster.bootstrap.servers": east,
+            "topics": "bench-none",
+            "replication.factor": "1",
+            "offset-syncs.topic.replication.factor": "1",
+        }
+        body = {"name": name, "config": config, "initial_state": "STOPPED"}
+        http.post("/connectors", json=body).raise_for_status()
+    if len(http.get(f"{path}/offsets").json()["offsets"]) < size:
+        for _ in range(60):
+            status = http.get(f"{path}/status")
+            if status.status_code == 200 and status.json()["connector"]["state"] == "STOPPED":
+                break
+            time.sleep(1)
+        entries = [
+            {
+                "partition": {"cluster": "west", "topic": t, "partition": p},
+                # even partitions caught up (N = 4), odd ones lag by 3 records (N = 1)
+                "offset": {"offset": 4 if p % 2 == 0 else 1},
+            }
+            for t in topics
+            for p in range(PER_TOPIC)
+        ]
+        http.patch(f"{path}/offsets", json={"offsets": entries}).raise_for_status()
+    return name
+
+
+def _ends(admin: AdminClient, topics: list[str]) -> dict[tuple[str, int], int]:
+    request = {TopicPartition(t, p): _OffsetSpec.latest() for t in topics for p in range(PER_TOPIC)}
+    for attempt in range(90):  # new partitions: leaders are elected a moment after creation
+        try:
+            futures = admin.list_offsets(request, request_timeout=60)
+            return {(tp.topic, tp.partition): f.result().offset for tp, f in futures.items()}
+        except KafkaException:
+            if attempt == 89:
+                raise
+            time.sleep(2)
+    raise AssertionError("unreachable")
+
+
+# -- measuring -------------------------------------------------------------------------------
+
+
+def registry_with(snapshot: Snapshot) -> CollectorRegistry:
+    """The same per-partition series in a prometheus_client registry (the naive baseline)."""
+    registry = CollectorRegistry()
+    names = ["source", "target", "topic", "partition"]
+    gauges = {
+        key: Gauge(f"offsetd_mm2_{key}", key, names, registry=registry)
+        for key in ("lag_records", "lag_seconds", "offset_age_seconds", "last_replicated_offset")
+    }
+    status = Gauge("offsetd_mm2_partition_status", "s", [*names, "status"], registry=registry)
+    for p in snapshot.partitions:
+        labels = (p.source, p.target, p.topic, str(p.partition))
+        gauges["lag_records"].labels(*labels).set(p.lag_records)
+        if p.lag_seconds is not None:
+            gauges["lag_seconds"].labels(*labels).set(p.lag_seconds)
+        age = p.offset_age_seconds(snapshot.taken_ms)
+        if age is not None:
+            gauges["offset_age_seconds"].labels(*labels).set(age)
+        if p.last_replicated is not None:
+            gauges["last_replicated_offset"].labels(*labels).set(p.last_replicated)
+        status.labels(*labels, str(p.status)).set(1)
+    return registry
+
+
+def scrape_times(page: bytes, registry: CollectorRegistry) -> dict[str, float]:
+    server = metrics_server("127.0.0.1", 0, lambda: page)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    url = f"http://127.0.0.1:{server.server_address[1]}/metrics"
+    http = httpx.Client(timeout=60)
+    gets, naive = [], []
+    for _ in range(5):
+        t = time.perf_counter()
+        body = http.get(url).content
+        gets.append(time.perf_counter() - t)
+        t = time.perf_counter()
+        generate_latest(registry)
+        naive.append(time.perf_counter() - t)
+    server.shutdown()
+    server.server_close()
+    assert len(body) == len(page)
+    return {
+        "prerendered_get_s": statistics.median(gets),
+        "generate_latest_s": statistics.median(naive),
+        "page_mb": len(page) / 1e6,
+    }
+
+
+def rss_mb() -> float:
+    return psutil.Process().memory_info().rss / 1e6
+
+
+def run_cycles(collector: Collector, admins: list[CountingAdmin] | None) -> dict[str, Any]:
+    collector.collect()  # first cycle: reads the offsets topic whole, fetches timestamps
+    before = _requests(admins)
+    times, cpu = [], []
+    snapshot = None
+    for _ in range(CYCLES):
+        t, c = time.perf_counter(), time.thread_time()
+        snapshot = collector.collect()
+        times.append(time.perf_counter() - t)
+        cpu.append(time.thread_time() - c)
+    after = _requests(admins)
+    per_broker = {b: (after[b] - before.get(b, 0)) / CYCLES for b in after}
+    assert snapshot is not None
+    return {
+        "snapshot": snapshot,
+        "refresh_s": statistics.median(times),
+        "cpu_s": statistics.median(cpu),
+        "list_offsets_per_broker_per_cycle": per_broker,
+    }
+
+
+def _requests(admins: list[CountingAdmin] | None) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for admin in admins or []:
+        for broker, count in admin.list_offsets_requests().items():
+            out[broker] = out.get(broker, 0) + count
+    return out
+
+
+def stack_case(info: Any, size: int, workdir: Path) -> dict[str, Any]:
+    name = setup(info, size)
+    settings = Settings.model_validate(
+        {**info.offsetd_config(), "lag": {"interval": "1s", "seconds_lag_max_fetches": size}}
+    )
+    admins: list[CountingAdmin] = []
+
+    def factory(conf: dict[str, str]) -> CountingAdmin:
+        admins.append(CountingAdmin(conf))
+        return admins[-1]
+
+    collector = Collector(settings, admin_factory=factory, state_file=workdir / f"w{size}.json")
+    result = run_cycles(collector, admins)
+    snapshot = result.pop("snapshot")
+    mine = Snapshot(
+        snapshot.taken_ms,
+        tuple(p for p in snapshot.partitions if p.connector == name),
+        snapshot.connectors,
+    )
+    assert len(mine.partitions) == size, (len(mine.partitions), size)
+    assert sum(1 for p in mine.partitions if p.lag_records == 3) == size // 2
+    assert all(p.lag_seconds is not None for p in mine.partitions)
+    page = render(snapshot)
+    result.update(scrape_times(page, registry_with(snapshot)))
+    result["rss_mb"] = rss_mb()
+    collector.close()
+    return result
+
+
+# -- 100k: a fake admin (and synthetic Connect/offsets input) ------------------------------------
+
+
+class _Info:
+    def __init__(self, offset: int) -> None:
+        self.offset = offset
+        self.timestamp = -1
+
+
+class FakeAdmin:
+    """ListOffsets answered from memory; counts calls (each would be one request per broker)."""
+
+    def __init__(self, ends: Mapping[tuple[str, int], int]) -> None:
+        self.ends = ends
+        self.calls = 0
+
+    def list_offsets(self, request: Mapping[TopicPartition, Any], **_kw: Any) -> dict[Any, Any]:
+        self.calls += 1
+        out = {}
+        for tp in request:
+            future: Future[_Info] = Future()
+            future.set_result(_Info(self.ends.get((tp.topic, tp.partition), 0)))
+            out[tp] = future
+        return out
+
+    def list_topics(self, topic: str | None = None, timeout: float = 0) -> Any:
+        return type("Meta", (), {"topics": {}})()
+
+
+class SyntheticCollector(Collector):
+    """Connect REST and the offsets topic replaced by in-memory data (everything else real)."""
+
+    def __init__(self, settings: Settings, size: int, admin: FakeAdmin, state: Path) -> None:
+        super().__init__(settings, admin_factory=lambda _conf: admin, state_file=state)
+        self.size = size
+        mirror = MirrorOffsets()
+        now = int(time.time() * 1000)
+        for i in range(size):
+            key = ("bench", "src", f"t{i // 1000}", i % 1000)
+            mirror.positions[key] = Position(99, now)
+        self._mirror["synthetic"] = mirror
+        flow = MirrorFlow(
+            "synthetic", "bench", ConnectorKind.MIRROR_SOURCE, "src", "tgt", "x:1", "y:1"
+        )
+        health = ConnectorHealth(
+            "synthetic",
+            "bench",
+            "MirrorSourceConnector",
+            "RUNNING",
+            ((0, "RUNNING"),),
+            "src",
+            "tgt",
+        )
+        self._views["synthetic"] = ConnectView([health], [flow], {})
+
+    def _read_connect(self, errors: dict[str, str]) -> None:
+        return
+
+    def _read_offsets(self, errors: dict[str, str]) -> None:
+        return
+
+
+def fake_case(size: int, workdir: Path) -> dict[str, Any]:
+    gc.collect()
+    base = rss_mb()
+    ends = {(f"t{i // 1000}", i % 1000): 100 for i in range(size)}
+    admin = FakeAdmin(ends)
+    settings = Settings.model_validate({"lag": {"interval": "10s"}})
+    collector = SyntheticCollector(settings, size, admin, workdir / f"w{size}.json")
+    calls = admin.calls
+    result = run_cycles(collector, None)
+    result["list_offsets_calls_per_cycle"] = (admin.calls - calls) / (CYCLES + 1)
+    snapshot = result.pop("snapshot")
+    assert len(snapshot.partitions) == size
+    t = time.perf_counter()
+    page = render(snapshot)
+    result["render_s"] = time.perf_counter() - t
+    result["rss_mb_with_page"] = rss_mb()
+    result["rss_mb_added"] = rss_mb() - base
+    registry = registry_with(snapshot)
+    result.update(scrape_times(page, registry))
+    result["rss_mb_with_naive_registry_too"] = rss_mb()
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--run-dir", type=Path, required=True)
+    parser.add_argument("--sizes", default="1000,10000")
+    parser.add_argument("--fake", type=int, default=100_000)
+    parser.add_argument("--workdir", type=Path, default=Path(tempfile.gettempdir()) / "bench-lag")
+    args = parser.parse_args()
+    args.workdir.mkdir(parents=True, exist_ok=True)
+    if args.fake:
+        print(f"fake {args.fake}:", json.dumps(fake_case(args.fake, args.workdir), indent=1))
+    info = Stack(args.run_dir).info()
+    for size in [int(s) for s in args.sizes.split(",") if s]:
+        print(
+            f"stack {size}:", json.dumps(stack_case(info, size, args.workdir), indent=1), flush=True
+        )
+
+
+if __name__ == "__main__":
+    main()

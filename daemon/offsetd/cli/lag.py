@@ -1,0 +1,149 @@
+"""`offsetd lag`: MirrorMaker 2 lag printed once, for a person; `offsetd lag serve`: /metrics."""
+
+from __future__ import annotations
+
+import signal
+import threading
+from pathlib import Path
+from typing import Any
+
+import click
+
+from offsetd.cli.common import reports_errors
+from offsetd.cli.output import emit_json, table
+from offsetd.config import DEFAULT_CONFIG_PATH, load_settings
+from offsetd.lag.exporter import LagExporter
+from offsetd.lag.server import metrics_server
+from offsetd.lag.snapshot import Snapshot
+
+config_option = click.option(
+    "--config",
+    "config_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    envvar="OFFSETD_CONFIG",
+    default=str(DEFAULT_CONFIG_PATH),
+    show_default=True,
+)
+state_option = click.option(
+    "--state-file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Where the status windows are kept (default: lag.state_file, else in daemon.data_dir).",
+)
+
+
+def _seconds(value: float | None) -> str | None:
+    return None if value is None else f"{value:.1f}"
+
+
+def _print_table(snapshot: Snapshot) -> None:
+    now = snapshot.taken_ms
+    rows: list[list[Any]] = [
+        [
+            f"{p.source}->{p.target}",
+            p.topic,
+            p.partition,
+            p.end,
+            "not started" if p.last_replicated is None else p.last_replicated,
+            p.lag_records,
+            _seconds(p.lag_seconds),
+            _seconds(p.offset_age_seconds(now)),
+            str(p.status),
+        ]
+        for p in snapshot.partitions
+    ]
+    headers = ["flow", "topic", "partition", "end", "replicated", "lag", "lag s", "n age s"]
+    click.echo(table([*headers, "status"], rows))
+    if snapshot.heartbeats:
+        click.echo("")
+        click.echo(
+            table(
+                ["cluster", "heartbeats topic", "kind", "age s"],
+                [
+                    [
+                        h.cluster,
+                        h.topic,
+                        "replicated" if h.source else "local",
+                        _seconds(h.age_seconds),
+                    ]
+                    for h in snapshot.heartbeats
+                ],
+            )
+        )
+    if snapshot.checkpoints:
+        click.echo("")
+        click.echo(
+            table(
+                [
+                    "group",
+                    "topic",
+                    "partition",
+                    "group offset",
+                    "checkpoint",
+                    "age s",
+                    "reconsume>=",
+                ],
+                [
+                    [
+                        c.group,
+                        c.topic,
+                        c.partition,
+                        c.group_offset,
+                        c.upstream_offset,
+                        _seconds(c.age_seconds),
+                        c.reconsume_lower_bound,
+                    ]
+                    for c in snapshot.checkpoints
+                ],
+            )
+        )
+    for stage, message in sorted(snapshot.errors.items()):
+        click.echo(f"warning: {stage}: {message}", err=True)
+
+
+@click.group(invoke_without_command=True)
+@config_option
+@state_option
+@click.option("--output", "-o", type=click.Choice(["table", "json"]), default="table")
+@click.pass_context
+@reports_errors
+def lag(ctx: click.Context, config_path: Path, state_file: Path | None, output: str) -> None:
+    """MirrorMaker 2 replication lag (records, seconds, status), printed once."""
+    if ctx.invoked_subcommand is not None:
+        return
+    exporter = LagExporter(load_settings(config_path), state_file=state_file)
+    try:
+        snapshot = exporter.run_once()
+    finally:
+        exporter.stop()
+    if output == "json":
+        emit_json(snapshot.as_json())
+    else:
+        _print_table(snapshot)
+
+
+@lag.command()
+@config_option
+@state_option
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--port", type=int, default=9644, show_default=True, help="0 picks a free port.")
+@reports_errors
+def serve(config_path: Path, state_file: Path | None, host: str, port: int) -> None:
+    """Collect in the background and serve the metrics on http://HOST:PORT/metrics."""
+    exporter = LagExporter(load_settings(config_path), state_file=state_file)
+    server = metrics_server(host, port, exporter.render)
+    click.echo(f"serving MM2 lag on http://{host}:{server.server_address[1]}/metrics", err=True)
+    exporter.start()
+    done = threading.Event()
+
+    def shut(_signum: int, _frame: Any) -> None:
+        done.set()
+        threading.Thread(target=server.shutdown, daemon=True).start()
+
+    signal.signal(signal.SIGTERM, shut)
+    signal.signal(signal.SIGINT, shut)
+    try:
+        server.serve_forever(poll_interval=0.5)
+    finally:
+        server.server_close()
+        exporter.stop()

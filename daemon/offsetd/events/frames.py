@@ -1,0 +1,197 @@
+"""Routing raw records to their owner, and framing a batch of them into one internal record.
+
+The daemon's re-keying hop (Connect's topics -> `<app_id>-events`, keyed by
+`<connect-cluster>/<connector>`) carries *raw* records, grouped: the ingest reads a batch, finds
+each record's owner key with `route_*` (the key, or one header: no JSON value is parsed, no
+event is built) and sends one `encode_frame` per owner key; the decide side `decode_frame`s it
+and runs the real decoders. Why not events:
+
+- the work per record on the ingest side stays a few microseconds (decode once, on the owner);
+- one internal record holds every event of a batch for one connector, so the consumer of the
+  internal topic (faust) handles tens of events per message instead of one;
+- the decoders stay the single place where records are judged: a record the router can place
+  but the decoder rejects is counted as malformed on the decide side, with its coordinates.
+
+A DLQ record is framed with its `__connect.errors.*` headers only (the decoder reads nothing
+else: the failing record's payload is not ours to copy around).
+
+Format (version 1, big-endian): `b"\\x01"`, u16 topic count, then each topic (u16 length, UTF-8),
+then per record: u16 topic index, i32 partition, i64 offset, i64 timestamp, i32 key length,
+i32 value length (-1: null), u16 header count, the key, the value, then each header (u16 name
+length, i32 value length or -1, name, value). Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from collections.abc import Callable, Sequence
+
+from offsetd.events.decode import Malformed, RawRecord, excerpt, malformed, utf8
+from offsetd.events.dlq import DLQ_HEADER_PREFIX
+from offsetd.events.models import owner_key
+
+__all__ = [
+    "FRAME_VERSION",
+    "Router",
+    "decode_frame",
+    "encode_frame",
+    "route_dlq",
+    "route_offsets",
+    "route_status",
+]
+
+FRAME_VERSION = 1
+_VERSION = bytes([FRAME_VERSION])
+_RECORD = struct.Struct(">HiqqiiH")
+_U16 = struct.Struct(">H")
+_HEADER = struct.Struct(">Hi")
+_H_CONNECTOR = DLQ_HEADER_PREFIX + "connector.name"
+
+Router = Callable[[str, RawRecord], str]
+"""(Connect cluster, raw record) -> owner key; raises `Malformed` when it names no connector."""
+
+
+def route_status(connect_cluster: str, raw: RawRecord) -> str:
+    """The owner of a connect-status record, from its key alone (as `decode_status` splits it)."""
+    if raw.key is None:
+        raise malformed(raw, "status record has no key")
+    key = utf8(raw, raw.key, "status key")
+    connector = ""
+    if key.startswith("status-connector-"):
+        connector = key[17:]
+    elif key.startswith("status-task-"):
+        connector = key[12:].rpartition("-")[0]
+    elif key.startswith("status-topic-"):
+        connector = key[13:].partition(":connector-")[2]
+    else:
+        raise malformed(raw, f"unknown status key prefix: {excerpt(key)}")
+    if not connector:
+        raise malformed(raw, f"status key names no connector: {excerpt(key)}")
+    return owner_key(connect_cluster, connector)
+
+
+def route_dlq(connect_cluster: str, raw: RawRecord) -> str:
+    """The owner of a DLQ record: its last `__connect.errors.connector.name` header."""
+    name: bytes | None = None
+    for header, value in raw.headers:
+        if header == _H_CONNECTOR:
+            name = value
+    connector = utf8(raw, name, f"header {_H_CONNECTOR}") if name else ""
+    if not connector:
+        raise malformed(raw, f"DLQ record has no {_H_CONNECTOR} header: its connector is unknown")
+    return owner_key(connect_cluster, connector)
+
+
+def route_offsets(connect_cluster: str, raw: RawRecord) -> str:
+    """The owner of a connect-offsets record: the connector its key `["<name>", {...}]` names."""
+    if raw.key is None:
+        raise malformed(raw, "offsets record has no key")
+    try:
+        key = json.loads(utf8(raw, raw.key, "offsets key"))
+    except (ValueError, RecursionError):
+        raise malformed(raw, "offsets key is not valid JSON") from None
+    if not (isinstance(key, list) and len(key) == 2 and isinstance(key[0], str) and key[0]):
+        raise malformed(raw, 'offsets key is not a JSON array ["<connector>", {partition}]')
+    return owner_key(connect_cluster, key[0])
+
+
+def encode_frame(
+    records: Sequence[RawRecord], *, dlq_topics: frozenset[str] = frozenset()
+) -> bytes:
+    """Records (of one owner, in consumption order) as one internal record's value.
+
+    Records of `dlq_topics` keep only their `__connect.errors.*` headers (no key, no value).
+    """
+    topics: dict[str, int] = {}
+    body: list[bytes] = []
+    pack = _RECORD.pack
+    for raw in records:
+        index = topics.get(raw.topic)
+        if index is None:
+            index = topics[raw.topic] = len(topics)
+        key, value, headers = raw.key, raw.value, raw.headers
+        if raw.topic in dlq_topics:
+            key = value = None
+            headers = tuple(h for h in headers if h[0].startswith(DLQ_HEADER_PREFIX))
+        body.append(
+            pack(
+                index,
+                raw.partition,
+                raw.offset,
+                raw.timestamp_ms,
+                -1 if key is None else len(key),
+                -1 if value is None else len(value),
+                len(headers),
+            )
+        )
+        if key:
+            body.append(key)
+        if value:
+            body.append(value)
+        for name, data in headers:
+            encoded = name.encode()
+            body.append(_HEADER.pack(len(encoded), -1 if data is None else len(data)))
+            body.append(encoded)
+            if data:
+                body.append(data)
+    head = [_VERSION, _U16.pack(len(topics))]
+    for topic in topics:
+        encoded = topic.encode()
+        head.append(_U16.pack(len(encoded)))
+        head.append(encoded)
+    return b"".join(head + body)
+
+
+def decode_frame(data: bytes) -> list[RawRecord]:
+    """The records of a frame; `Malformed` (coordinates unknown: -1) if it is not one."""
+    try:
+        return _decode_frame(data)
+    except (struct.error, IndexError, UnicodeDecodeError, ValueError) as exc:
+        raise Malformed(f"not an offsetd frame ({type(exc).__name__})", "<frame>", -1, -1) from None
+
+
+def _decode_frame(data: bytes) -> list[RawRecord]:
+    if not data or data[0] != FRAME_VERSION:
+        raise ValueError("unknown frame version")
+    (count,) = _U16.unpack_from(data, 1)
+    at = 3
+    topics: list[str] = []
+    for _ in range(count):
+        (length,) = _U16.unpack_from(data, at)
+        at += 2
+        topics.append(data[at : at + length].decode())
+        at += length
+    if at > len(data):
+        raise ValueError("truncated frame")
+    unpack = _RECORD.unpack_from
+    size = _RECORD.size
+    end = len(data)
+    records: list[RawRecord] = []
+    while at < end:
+        index, partition, offset, timestamp, klen, vlen, hcount = unpack(data, at)
+        at += size
+        key = value = None
+        if klen >= 0:
+            key = data[at : at + klen]
+            at += klen
+        if vlen >= 0:
+            value = data[at : at + vlen]
+            at += vlen
+        headers: list[tuple[str, bytes | None]] = []
+        for _ in range(hcount):
+            nlen, hlen = _HEADER.unpack_from(data, at)
+            at += 6
+            name = data[at : at + nlen].decode()
+            at += nlen
+            header: bytes | None = None
+            if hlen >= 0:
+                header = data[at : at + hlen]
+                at += hlen
+            headers.append((name, header))
+        if at > end:
+            raise ValueError("truncated frame")
+        records.append(
+            RawRecord(topics[index], partition, offset, timestamp, key, value, tuple(headers))
+        )
+    return records

@@ -1,0 +1,529 @@
+"""One lag collection cycle: read everything, compute with the pure parts, return a Snapshot.
+
+Per cycle:
+1. Connect REST per Connect cluster (states; MM2 connectors; MirrorSource task assignments);
+2. each Connect cluster's offsets topic, tailed group-less from the beginning (the first cycle
+   reads it whole), folded into N per MirrorSourceConnector partition;
+3. per *source cluster*: one ListOffsets (latest, read_committed: the LSO) for every replicated
+   partition, and one more (earliest for lagging or not-started partitions, max-timestamp for
+   the local `heartbeats` topic); librdkafka sends each as one request per leader broker;
+4. the timestamp of the record at N + 1, only for lagging partitions whose N + 1 is not cached,
+   at most `lag.seconds_lag_max_fetches` per cycle, `lag.seconds_lag_concurrency` at a time;
+5. per *target cluster*: one ListOffsets (max-timestamp) for the replicated `<source>.heartbeats`
+   and the local `heartbeats`; the checkpoints topic tailed; the groups' committed offsets on the
+   source;
+6. status windows updated and evaluated; persisted now and then.
+
+A failing step is recorded in `Snapshot.errors` (and counted per stage) and the rest carries on.
+Clients are made by `admin_factory` (a benchmark passes one that counts requests).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka.admin import AdminClient
+
+from offsetd.config import Settings
+from offsetd.lag import checkpoints as cp
+from offsetd.lag.arithmetic import first_unreplicated, records_lag, seconds_lag
+from offsetd.lag.connect_state import ConnectView, MirrorFlow, read_connect
+from offsetd.lag.kafka_io import (
+    OffsetSpec,
+    Position,
+    Tail,
+    TimestampFetcher,
+    group_offsets,
+    list_offsets,
+    topic_partitions,
+)
+from offsetd.lag.mirror_offsets import MirrorOffsets
+from offsetd.lag.snapshot import (
+    CheckpointLag,
+    ConnectorHealth,
+    HeartbeatAge,
+    PartitionLag,
+    Snapshot,
+)
+from offsetd.lag.status import Sample, add_sample, evaluate
+from offsetd.lag.window_store import WindowKey, load_windows, save_windows
+from offsetd.offsets.model import ConnectorKind
+
+__all__ = ["STAGES", "Collector"]
+
+TP = tuple[str, int]
+HEARTBEATS = "heartbeats"
+_PERSIST_EVERY_MS = 60_000
+#: Steps whose failures are counted (exported from the start, at 0, as Prometheus advises).
+STAGES = (
+    "connect",
+    "offsets",
+    "source",
+    "list_offsets",
+    "timestamps",
+    "heartbeats",
+    "checkpoints",
+    "group_offsets",
+    "persist",
+)
+
+
+@dataclass
+class _SourceWork:
+    """The replicated partitions of one source cluster, across its MirrorSourceConnectors."""
+
+    conf: dict[str, str]
+    # (connect cluster, connector) -> {(topic, partition): (N or None, changed_ms or None)}
+    connectors: dict[tuple[str, str], dict[TP, tuple[int | None, int | None]]] = field(
+        default_factory=dict
+    )
+    flows: dict[tuple[str, str], MirrorFlow] = field(default_factory=dict)
+
+    def partitions(self) -> set[TP]:
+        return {tp for parts in self.connectors.values() for tp in parts}
+
+
+class Collector:
+    """Holds the readers, caches and windows between cycles; `collect()` runs one cycle."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        clock: Callable[[], float] = time.time,
+        admin_factory: Callable[[dict[str, str]], Any] | None = None,
+        state_file: Path | None = None,
+    ) -> None:
+        self.settings = settings
+        self.lag = settings.lag
+        self._clock = clock
+        self._admin_factory: Callable[[dict[str, str]], Any] = admin_factory or _admin_client
+        self.state_file = state_file
+        self.windows: dict[WindowKey, list[Sample]] = (
+            load_windows(state_file) if state_file is not None else {}
+        )
+        self._persisted_ms = 0
+        self._admins: dict[str, Any] = {}
+        self._fetchers: dict[str, TimestampFetcher] = {}
+        self._offsets_tails: dict[str, Tail] = {}
+        self._mirror: dict[str, MirrorOffsets] = {}
+        self._views: dict[str, ConnectView] = {}
+        self._assigned: dict[tuple[str, str], set[TP]] = {}
+        self._ts_cache: dict[tuple[str, str, int], tuple[int, Position]] = {}
+        self._checkpoint_tails: dict[tuple[str, str], Tail] = {}
+        self._checkpoints: dict[tuple[str, str], dict[tuple[str, str, int], cp.Checkpoint]] = {}
+        self.errors_total: Counter[str] = Counter(dict.fromkeys(STAGES, 0))
+        self._seen: set[WindowKey] = set()  # partitions handled this cycle
+
+    # -- clients --------------------------------------------------------------------------------
+
+    def _conf(self, alias: str, bootstrap: str | None) -> dict[str, str] | None:
+        """The configured cluster of that alias (TLS/SASL included), else the connector's view."""
+        cluster = self.settings.kafka_clusters.get(alias)
+        if cluster is not None:
+            return cluster.client_config()
+        return {"bootstrap.servers": bootstrap} if bootstrap else None
+
+    def _admin(self, conf: Mapping[str, str]) -> Any:
+        key = conf["bootstrap.servers"]
+        if key not in self._admins:
+            self._admins[key] = self._admin_factory(dict(conf))
+        return self._admins[key]
+
+    def _fetcher(self, conf: Mapping[str, str]) -> TimestampFetcher:
+        key = conf["bootstrap.servers"]
+        if key not in self._fetchers:
+            self._fetchers[key] = TimestampFetcher(
+                conf, concurrency=self.lag.seconds_lag_concurrency
+            )
+        return self._fetchers[key]
+
+    def close(self) -> None:
+        self.persist()
+        closeables: list[TimestampFetcher | Tail] = [
+            *self._fetchers.values(),
+            *self._offsets_tails.values(),
+            *self._checkpoint_tails.values(),
+        ]
+        for closeable in closeables:
+            closeable.close()
+        self._fetchers.clear()
+        self._offsets_tails.clear()
+        self._checkpoint_tails.clear()
+
+    def persist(self) -> None:
+        if self.state_file is not None:
+            save_windows(self.state_file, self.windows)
+
+    # -- the cycle ------------------------------------------------------------------------------
+
+    def collect(self) -> Snapshot:
+        started = time.monotonic()
+        errors: dict[str, str] = {}
+        self._read_connect(errors)
+        self._read_offsets(errors)
+        now_ms = int(self._clock() * 1000)
+        sources = self._source_work()
+        beats = self._heartbeat_plan()
+        partitions: list[PartitionLag] = []
+        heartbeats: list[HeartbeatAge] = []
+        for key, work in sorted(sources.items()):
+            try:
+                topics = beats.pop(key, (work.conf, set()))[1]
+                rows, local = self._source_cycle(work, topics, now_ms, errors)
+            except Exception as exc:  # a cluster down must not stop the others
+                errors[f"source:{key}"] = str(exc)
+                continue
+            partitions.extend(rows)
+            heartbeats.extend(local)
+        heartbeats.extend(self._target_heartbeats(beats, now_ms, errors))
+        unique = {(h.cluster, h.topic, h.source, h.target): h for h in heartbeats}
+        heartbeats = list(unique.values())
+        checkpoints = self._checkpoint_cycle(now_ms, errors)
+        self._prune()
+        if now_ms - self._persisted_ms >= min(_PERSIST_EVERY_MS, self.lag.window // 12):
+            self._persisted_ms = now_ms
+            try:
+                self.persist()
+            except OSError as exc:
+                errors["persist"] = str(exc)
+        for stage in errors:
+            self.errors_total[stage.split(":", 1)[0]] += 1
+        partitions.sort(key=lambda p: (p.source, p.target, p.topic, p.partition, p.connector))
+        return Snapshot(
+            taken_ms=now_ms,
+            partitions=tuple(partitions),
+            connectors=tuple(c for v in self._views.values() for c in v.connectors),
+            heartbeats=tuple(heartbeats),
+            checkpoints=tuple(checkpoints),
+            refresh_seconds=time.monotonic() - started,
+            slo_seconds=self.lag.slo_seconds,
+            errors=errors,
+        )
+
+    def _read_connect(self, errors: dict[str, str]) -> None:
+        for name, cluster in sorted(self.settings.connect_clusters.items()):
+            try:
+                self._views[name] = asyncio.run(read_connect(name, cluster))
+            except Exception as exc:  # keep the last view: states are unknown, not changed
+                errors[f"connect:{name}"] = str(exc)
+
+    def _read_offsets(self, errors: dict[str, str]) -> None:
+        for name, cluster in sorted(self.settings.connect_clusters.items()):
+            kafka = self.settings.kafka_clusters[cluster.kafka_cluster]
+            tail = self._offsets_tails.get(name)
+            if tail is None:
+                tail = self._offsets_tails[name] = Tail(
+                    kafka.client_config(), cluster.offsets_topic
+                )
+                self._mirror[name] = MirrorOffsets()
+            try:
+                # The first read replays the whole topic: give it time.
+                budget = 120.0 if not self._mirror[name].positions else 5.0
+                records = tail.read(budget)
+            except Exception as exc:
+                errors[f"offsets:{name}"] = str(exc)
+                continue
+            self._mirror[name].apply((m.key(), m.value(), m.timestamp()[1]) for m in records)
+            if tail.last_error:
+                errors[f"offsets:{name}"] = tail.last_error
+                tail.last_error = None
+
+    def _source_work(self) -> dict[str, _SourceWork]:
+        sources: dict[str, _SourceWork] = {}
+        for name, view in self._views.items():
+            mirror = self._mirror.get(name)
+            for flow in view.flows:
+                if flow.kind is not ConnectorKind.MIRROR_SOURCE:
+                    continue
+                conf = self._conf(flow.source, flow.source_bootstrap)
+                if conf is None:
+                    continue
+                work = sources.setdefault(conf["bootstrap.servers"], _SourceWork(conf))
+                key = (name, flow.connector)
+                known = {
+                    tp: (pos.n, pos.changed_ms)
+                    for tp, (alias, pos) in (
+                        mirror.of_connector(flow.connector) if mirror else {}
+                    ).items()
+                    if alias == flow.source
+                }
+                if flow.connector in view.assigned:
+                    self._assigned[key] = view.assigned[flow.connector]
+                parts: dict[TP, tuple[int | None, int | None]] = dict.fromkeys(
+                    self._assigned.get(key, set()), (None, None)
+                )
+                parts.update(known)
+                work.connectors[key] = parts
+                work.flows[key] = flow
+        return sources
+
+    def _source_cycle(
+        self,
+        work: _SourceWork,
+        beats: set[tuple[str, str, str]],
+        now_ms: int,
+        errors: dict[str, str],
+    ) -> tuple[list[PartitionLag], list[HeartbeatAge]]:
+        admin = self._admin(work.conf)
+        where = work.conf["bootstrap.servers"]
+        wanted = work.partitions()
+        latest = OffsetSpec.latest()
+        ends, failed = list_offsets(admin, dict.fromkeys(wanted, latest))
+        if failed:
+            errors[f"list_offsets:{where}"] = (
+                f"{len(failed)} partitions: {next(iter(failed.values()))}"
+            )
+        # Second call: log starts where they matter, and the newest heartbeats (local, and the
+        # replicated ones when this cluster is also a target): no third request per broker.
+        earliest = OffsetSpec.earliest()
+        second: dict[TP, Any] = {}
+        for parts in work.connectors.values():
+            for tp, (n, _changed) in parts.items():
+                end = ends.get(tp)
+                if end is not None and records_lag(end.offset, n) > 0:
+                    second[tp] = earliest
+        layout = _heartbeat_layout(admin, beats)
+        for *_names, tps in layout:
+            second.update(dict.fromkeys(tps, OffsetSpec.max_timestamp()))
+        found, _failed2 = list_offsets(admin, second)
+        starts = {tp: pos.offset for tp, pos in found.items() if second[tp] is earliest}
+        local = _heartbeat_ages(layout, found, where_alias(work), now_ms)
+
+        first_ts = self._first_timestamps(work, ends, starts, errors)
+        rows: list[PartitionLag] = []
+        for (connect_cluster, connector), parts in work.connectors.items():
+            flow = work.flows[(connect_cluster, connector)]
+            health = self._health(connect_cluster, connector)
+            running = health.running if health is not None else False
+            for tp, (n, changed_ms) in parts.items():
+                end = ends.get(tp)
+                if end is None:
+                    continue
+                start = starts.get(tp)
+                lag = records_lag(end.offset, n, start)
+                ts = first_ts.get((where, tp[0], tp[1]))
+                wkey: WindowKey = (connect_cluster, connector, tp[0], tp[1])
+                samples = add_sample(
+                    self.windows.get(wkey, []),
+                    Sample(-1 if n is None else n, end.offset, now_ms),
+                    self.lag.window,
+                )
+                self.windows[wkey] = samples
+                status = evaluate(
+                    samples,
+                    lag=lag,
+                    now_ms=now_ms,
+                    running=running,
+                    offset_written_ms=changed_ms,
+                    window_ms=self.lag.window,
+                    flush_ms=self.lag.flush_interval,
+                )
+                rows.append(
+                    PartitionLag(
+                        connect_cluster,
+                        connector,
+                        flow.source,
+                        flow.target,
+                        tp[0],
+                        tp[1],
+                        end.offset,
+                        start,
+                        n,
+                        changed_ms,
+                        lag,
+                        seconds_lag(lag, ts, now_ms),
+                        status,
+                        data_loss=n is not None and start is not None and n + 1 < start,
+                    )
+                )
+                if lag == 0:
+                    self._ts_cache.pop((where, tp[0], tp[1]), None)
+        self._seen.update(
+            (cc, conn, tp[0], tp[1])
+            for (cc, conn), parts in work.connectors.items()
+            for tp in parts
+        )
+        return rows, local
+
+    def _first_timestamps(
+        self,
+        work: _SourceWork,
+        ends: Mapping[TP, Position],
+        starts: Mapping[TP, int],
+        errors: dict[str, str],
+    ) -> dict[tuple[str, str, int], int]:
+        """Timestamp of the first unreplicated record of each lagging partition (cached)."""
+        where = work.conf["bootstrap.servers"]
+        out: dict[tuple[str, str, int], int] = {}
+        missing: dict[TP, int] = {}
+        for parts in work.connectors.values():
+            for tp, (n, _changed) in parts.items():
+                end = ends.get(tp)
+                if end is None or records_lag(end.offset, n, starts.get(tp)) <= 0:
+                    continue
+                first = first_unreplicated(n, starts.get(tp, 0))
+                cached = self._ts_cache.get((where, *tp))
+                if cached is not None and cached[0] == first:
+                    out[(where, *tp)] = cached[1].timestamp_ms
+                elif len(missing) < self.lag.seconds_lag_max_fetches:
+                    missing[tp] = first
+        if missing:
+            try:
+                fetched = self._fetcher(work.conf).fetch(missing)
+            except Exception as exc:
+                errors[f"timestamps:{where}"] = str(exc)
+                fetched = {}
+            for tp, pos in fetched.items():
+                self._ts_cache[(where, *tp)] = (missing[tp], pos)
+                out[(where, *tp)] = pos.timestamp_ms
+        return out
+
+    def _health(self, connect_cluster: str, connector: str) -> ConnectorHealth | None:
+        view = self._views.get(connect_cluster)
+        if view is None:
+            return None
+        return next((c for c in view.connectors if c.name == connector), None)
+
+    # -- target side ----------------------------------------------------------------------------
+
+    def _flows(self, kind: ConnectorKind) -> Iterable[MirrorFlow]:
+        for view in self._views.values():
+            yield from (f for f in view.flows if f.kind is kind)
+
+    def _heartbeat_plan(self) -> dict[str, tuple[dict[str, str], set[tuple[str, str, str]]]]:
+        """Per target cluster: the replicated `<source>.heartbeats` topics it holds."""
+        plan: dict[str, tuple[dict[str, str], set[tuple[str, str, str]]]] = {}
+        for flow in self._flows(ConnectorKind.MIRROR_SOURCE):
+            conf = self._conf(flow.target, flow.target_bootstrap)
+            if conf is None:
+                continue
+            entry = plan.setdefault(conf["bootstrap.servers"], (conf, set()))
+            entry[1].add((flow.source, flow.target, f"{flow.source}{flow.separator}{HEARTBEATS}"))
+        return plan
+
+    def _target_heartbeats(
+        self,
+        plan: dict[str, tuple[dict[str, str], set[tuple[str, str, str]]]],
+        now_ms: int,
+        errors: dict[str, str],
+    ) -> list[HeartbeatAge]:
+        """Heartbeats of target clusters that are not also sources: one ListOffsets each."""
+        out: list[HeartbeatAge] = []
+        for where, (conf, topics) in sorted(plan.items()):
+            try:
+                admin = self._admin(conf)
+                layout = _heartbeat_layout(admin, topics)
+                specs: dict[TP, Any] = {}
+                for *_names, tps in layout:
+                    specs.update(dict.fromkeys(tps, OffsetSpec.max_timestamp()))
+                found, _failed = list_offsets(admin, specs)
+                out.extend(_heartbeat_ages(layout, found, next(iter(topics))[1], now_ms))
+            except Exception as exc:
+                errors[f"heartbeats:{where}"] = str(exc)
+        return out
+
+    def _checkpoint_cycle(self, now_ms: int, errors: dict[str, str]) -> list[CheckpointLag]:
+        out: list[CheckpointLag] = []
+        for flow in self._flows(ConnectorKind.MIRROR_CHECKPOINT):
+            target_conf = self._conf(flow.target, flow.target_bootstrap)
+            source_conf = self._conf(flow.source, flow.source_bootstrap)
+            if target_conf is None or source_conf is None:
+                continue
+            topic = f"{flow.source}{flow.separator}checkpoints.internal"
+            key = (target_conf["bootstrap.servers"], topic)
+            try:
+                tail = self._checkpoint_tails.get(key)
+                if tail is None:
+                    tail = self._checkpoint_tails[key] = Tail(target_conf, topic)
+                latest = self._checkpoints.setdefault(key, {})
+                for msg in tail.read(10.0):
+                    try:
+                        c = cp.decode_checkpoint(msg.key(), msg.value(), msg.timestamp()[1])
+                    except cp.CheckpointError:
+                        continue
+                    latest[(c.group, c.topic, c.partition)] = c
+                committed, failed = group_offsets(
+                    self._admin(source_conf), {g for g, _t, _p in latest}
+                )
+                if failed:
+                    errors[f"group_offsets:{flow.source}"] = next(iter(failed.values()))
+            except Exception as exc:
+                errors[f"checkpoints:{flow.connector}"] = str(exc)
+                continue
+            for (group, downstream, partition), c in sorted(latest.items()):
+                source_topic = cp.upstream_topic(downstream, flow.source, flow.separator)
+                offset = committed.get(group, {}).get((source_topic, partition))
+                out.append(
+                    CheckpointLag(
+                        flow.source,
+                        flow.target,
+                        group,
+                        source_topic,
+                        partition,
+                        c.upstream_offset,
+                        c.downstream_offset,
+                        offset,
+                        cp.checkpoint_age_seconds(offset, c, now_ms),
+                        None if offset is None else cp.reconsume_lower_bound(offset, c),
+                    )
+                )
+        return out
+
+    def _prune(self) -> None:
+        """Forget windows of partitions no connector replicates any more."""
+        seen = self._seen
+        self._seen = set()
+        if not seen:
+            return
+        clusters = {key[0] for key in seen}
+        for key in [k for k in self.windows if k[0] in clusters and k not in seen]:
+            del self.windows[key]
+
+
+def _admin_client(conf: dict[str, str]) -> Any:
+    return AdminClient(dict(conf.items()))
+
+
+def where_alias(work: _SourceWork) -> str:
+    """The source alias of a source cluster (any of its flows; they agree on the cluster)."""
+    return next(iter(work.flows.values())).source
+
+
+_Layout = list[tuple[str | None, str | None, str, list[TP]]]
+
+
+def _heartbeat_layout(admin: Any, replicated: set[tuple[str, str, str]]) -> _Layout:
+    """(source, target, topic, partitions) of replicated heartbeats, then the local one."""
+    layout: _Layout = [
+        (source, target, topic, [(topic, p) for p in topic_partitions(admin, topic)])
+        for source, target, topic in sorted(replicated)
+    ]
+    local = [(HEARTBEATS, p) for p in topic_partitions(admin, HEARTBEATS)]
+    if local:
+        layout.append((None, None, HEARTBEATS, local))
+    return layout
+
+
+def _heartbeat_ages(
+    layout: _Layout, found: Mapping[TP, Position], alias: str, now_ms: int
+) -> list[HeartbeatAge]:
+    return [
+        HeartbeatAge(
+            target or alias, topic, source, target, _newest_age(map(found.get, tps), now_ms)
+        )
+        for source, target, topic, tps in layout
+    ]
+
+
+def _newest_age(positions: Iterable[Position | None], now_ms: int) -> float | None:
+    stamps = [p.timestamp_ms for p in positions if p is not None and p.timestamp_ms >= 0]
+    if not stamps:
+        return None
+    return max(0.0, (now_ms - max(stamps)) / 1000.0)

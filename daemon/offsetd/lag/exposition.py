@@ -1,0 +1,377 @@
+"""A `Snapshot` as Prometheus text exposition (format 0.0.4), rendered once per cycle (pure).
+
+The collector renders after each cycle and keeps the bytes; a scrape returns them as they are,
+so a 100k-series page costs a byte copy instead of `generate_latest`'s per-sample work. Names
+follow Prometheus conventions: `offsetd_` prefix, base units (seconds, records), `_total` for
+counters, help text on every family. `METRICS` is the public surface (dashboards, alerts and a
+test check against it).
+
+Per-partition labels are source, target, topic, partition. With `aggregate_per_topic` the
+partition label goes: lag in records is summed, seconds and ages take the maximum, the status is
+the worst partition's, and the per-partition N is left out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+
+from offsetd.lag.snapshot import PartitionLag, Snapshot
+from offsetd.lag.status import SEVERITY, Status, worst
+
+__all__ = ["CONNECT_STATES", "METRICS", "MetricFamily", "render"]
+
+#: Connector and task states Connect reports; each gets a 0/1 series so alerts see a 1 appear.
+CONNECT_STATES = ("RUNNING", "PAUSED", "STOPPED", "FAILED", "UNASSIGNED", "RESTARTING")
+
+
+@dataclass(frozen=True)
+class MetricFamily:
+    name: str
+    kind: str  # gauge | counter
+    help: str
+
+
+def _families(*families: MetricFamily) -> dict[str, MetricFamily]:
+    return {f.name: f for f in families}
+
+
+METRICS = _families(
+    MetricFamily(
+        "offsetd_mm2_lag_records",
+        "gauge",
+        "Source records MirrorMaker 2 has not replicated yet: log end (LSO) - (N + 1); "
+        "log end - log start for a partition not started.",
+    ),
+    MetricFamily(
+        "offsetd_mm2_lag_seconds",
+        "gauge",
+        "Age of the first unreplicated source record (its timestamp at N + 1); 0 when caught up.",
+    ),
+    MetricFamily(
+        "offsetd_mm2_offset_age_seconds",
+        "gauge",
+        "Age of N, the last replicated offset (time since Connect last wrote it).",
+    ),
+    MetricFamily(
+        "offsetd_mm2_last_replicated_offset",
+        "gauge",
+        "N: offset of the last source record MirrorMaker 2 replicated (Connect's offsets topic).",
+    ),
+    MetricFamily(
+        "offsetd_mm2_partition_status",
+        "gauge",
+        "1 for the partition's current status (OK, WARN, STALL, STOP, REWIND).",
+    ),
+    MetricFamily(
+        "offsetd_mm2_connector_status",
+        "gauge",
+        "1 for the connector's status, the worst of its partitions; 0 for the others.",
+    ),
+    MetricFamily(
+        "offsetd_mm2_partitions",
+        "gauge",
+        "Source partitions of a MirrorSourceConnector, by status.",
+    ),
+    MetricFamily(
+        "offsetd_mm2_partitions_not_started",
+        "gauge",
+        "Source partitions with no replicated offset yet.",
+    ),
+    MetricFamily(
+        "offsetd_mm2_heartbeat_age_seconds",
+        "gauge",
+        "Age of the newest record in the replicated <source>.heartbeats topic on the target: "
+        "moves only while replication moves.",
+    ),
+    MetricFamily(
+        "offsetd_mm2_local_heartbeat_age_seconds",
+        "gauge",
+        "Age of the newest record in a cluster's local heartbeats topic (emitter liveness, "
+        "not replication).",
+    ),
+    MetricFamily(
+        "offsetd_mm2_checkpoint_age_seconds",
+        "gauge",
+        "Age of a group's checkpoint, exported only while the group's source offset is past "
+        "the checkpoint's upstream offset.",
+    ),
+    MetricFamily(
+        "offsetd_mm2_failover_reconsume_lower_bound_records",
+        "gauge",
+        "Records a group would consume again if it failed over to the target now "
+        "(lower bound: source committed offset - checkpoint upstream offset).",
+    ),
+    MetricFamily(
+        "offsetd_mm2_lag_slo_seconds",
+        "gauge",
+        "The seconds-lag objective from offsetd's config (lag.slo_seconds), for alert rules.",
+    ),
+    MetricFamily(
+        "offsetd_connector_state",
+        "gauge",
+        "1 for the connector's current state in Connect REST, 0 for the other states.",
+    ),
+    MetricFamily(
+        "offsetd_connector_task_state",
+        "gauge",
+        "1 for the task's current state in Connect REST, 0 for the other states.",
+    ),
+    MetricFamily(
+        "offsetd_mm2_lag_refresh_duration_seconds",
+        "gauge",
+        "Wall time of the last MM2 lag collection cycle.",
+    ),
+    MetricFamily(
+        "offsetd_mm2_lag_last_refresh_timestamp_seconds",
+        "gauge",
+        "When the last MM2 lag collection cycle finished (Unix time).",
+    ),
+    MetricFamily(
+        "offsetd_mm2_lag_collection_errors_total",
+        "counter",
+        "Failed steps of MM2 lag collection cycles, by stage.",
+    ),
+)
+
+
+def _escape(value: str) -> str:
+    if "\\" in value or '"' in value or "\n" in value:
+        return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+    return value
+
+
+def _labels(pairs: Iterable[tuple[str, object]]) -> str:
+    return ",".join(f'{k}="{_escape(str(v))}"' for k, v in pairs)
+
+
+def _num(value: float) -> str:
+    if isinstance(value, int):
+        return str(value)
+    if value == int(value) and abs(value) < 1e15:
+        return f"{int(value)}.0"
+    return repr(value)
+
+
+class _Page:
+    def __init__(self) -> None:
+        self.parts: list[str] = []
+
+    def family(self, name: str, lines: Iterable[str]) -> None:
+        meta = METRICS[name]
+        self.parts.append(f"# HELP {name} {meta.help}\n# TYPE {name} {meta.kind}\n")
+        self.parts.extend(lines)
+
+    def bytes(self) -> bytes:
+        return "".join(self.parts).encode("utf-8")
+
+
+@dataclass(frozen=True, slots=True)
+class _Row:
+    """A partition (or, aggregated, a topic) with its label text prepared once."""
+
+    labels: str
+    lag_records: int
+    lag_seconds: float | None
+    offset_age: float | None
+    last_replicated: int | None
+    status: Status
+
+
+def _partition_rows(snapshot: Snapshot) -> list[_Row]:
+    now = snapshot.taken_ms
+    return [
+        _Row(
+            f'source="{_escape(p.source)}",target="{_escape(p.target)}",'
+            f'topic="{_escape(p.topic)}",partition="{p.partition}"',
+            p.lag_records,
+            p.lag_seconds,
+            p.offset_age_seconds(now),
+            p.last_replicated,
+            p.status,
+        )
+        for p in snapshot.partitions
+    ]
+
+
+def _topic_rows(snapshot: Snapshot) -> list[_Row]:
+    now = snapshot.taken_ms
+    groups: dict[tuple[str, str, str], list[PartitionLag]] = {}
+    for p in snapshot.partitions:
+        groups.setdefault((p.source, p.target, p.topic), []).append(p)
+    rows = []
+    for (source, target, topic), parts in groups.items():
+        seconds = [p.lag_seconds for p in parts if p.lag_seconds is not None]
+        ages = [a for a in (p.offset_age_seconds(now) for p in parts) if a is not None]
+        rows.append(
+            _Row(
+                _labels((("source", source), ("target", target), ("topic", topic))),
+                sum(p.lag_records for p in parts),
+                max(seconds) if seconds else None,
+                max(ages) if ages else None,
+                None,
+                worst(p.status for p in parts),
+            )
+        )
+    return rows
+
+
+def _values(rows: list[_Row], name: str, get: Callable[[_Row], float | None]) -> Iterable[str]:
+    for row in rows:
+        value = get(row)
+        if value is not None:
+            yield f"{name}{{{row.labels}}} {_num(value)}\n"
+
+
+def render(
+    snapshot: Snapshot,
+    *,
+    aggregate_per_topic: bool = False,
+    errors_total: Mapping[str, int] | None = None,
+) -> bytes:
+    """The whole page for `snapshot` (every family in `METRICS`, in that order)."""
+    page = _Page()
+    rows = _topic_rows(snapshot) if aggregate_per_topic else _partition_rows(snapshot)
+    page.family(
+        "offsetd_mm2_lag_records",
+        _values(rows, "offsetd_mm2_lag_records", lambda r: r.lag_records),
+    )
+    page.family(
+        "offsetd_mm2_lag_seconds", _values(rows, "offsetd_mm2_lag_seconds", lambda r: r.lag_seconds)
+    )
+    page.family(
+        "offsetd_mm2_offset_age_seconds",
+        _values(rows, "offsetd_mm2_offset_age_seconds", lambda r: r.offset_age),
+    )
+    page.family(
+        "offsetd_mm2_last_replicated_offset",
+        _values(rows, "offsetd_mm2_last_replicated_offset", lambda r: r.last_replicated),
+    )
+    page.family(
+        "offsetd_mm2_partition_status",
+        (f'offsetd_mm2_partition_status{{{r.labels},status="{r.status}"}} 1\n' for r in rows),
+    )
+    _connector_rollups(page, snapshot)
+    _heartbeats(page, snapshot)
+    _checkpoints(page, snapshot)
+    page.family(
+        "offsetd_mm2_lag_slo_seconds",
+        [f"offsetd_mm2_lag_slo_seconds {_num(snapshot.slo_seconds)}\n"],
+    )
+    _connect_states(page, snapshot)
+    page.family(
+        "offsetd_mm2_lag_refresh_duration_seconds",
+        [f"offsetd_mm2_lag_refresh_duration_seconds {_num(snapshot.refresh_seconds)}\n"],
+    )
+    page.family(
+        "offsetd_mm2_lag_last_refresh_timestamp_seconds",
+        [f"offsetd_mm2_lag_last_refresh_timestamp_seconds {_num(snapshot.taken_ms / 1000.0)}\n"],
+    )
+    page.family(
+        "offsetd_mm2_lag_collection_errors_total",
+        (
+            f"offsetd_mm2_lag_collection_errors_total{{{_labels([('stage', stage)])}}} {count}\n"
+            for stage, count in sorted((errors_total or {}).items())
+        ),
+    )
+    return page.bytes()
+
+
+def _connector_rollups(page: _Page, snapshot: Snapshot) -> None:
+    by_connector: dict[tuple[str, str, str, str], list[PartitionLag]] = {}
+    for p in snapshot.partitions:
+        by_connector.setdefault((p.connect_cluster, p.connector, p.source, p.target), []).append(p)
+    for c in snapshot.connectors:  # an MM2 source connector with no partition yet is OK
+        if c.source is not None and c.target is not None and _is_source(c.connector_class):
+            by_connector.setdefault((c.connect_cluster, c.name, c.source, c.target), [])
+    status_lines: list[str] = []
+    count_lines: list[str] = []
+    not_started: list[str] = []
+    for key, parts in sorted(by_connector.items()):
+        base = _labels(zip(("connect_cluster", "connector", "source", "target"), key, strict=True))
+        rolled = worst(p.status for p in parts)
+        counts = dict.fromkeys(SEVERITY, 0)
+        for p in parts:
+            counts[p.status] += 1
+        for status in SEVERITY:
+            status_lines.append(
+                f'offsetd_mm2_connector_status{{{base},status="{status}"}} '
+                f"{1 if status is rolled else 0}\n"
+            )
+            count_lines.append(
+                f'offsetd_mm2_partitions{{{base},status="{status}"}} {counts[status]}\n'
+            )
+        missing = sum(1 for p in parts if p.last_replicated is None)
+        not_started.append(f"offsetd_mm2_partitions_not_started{{{base}}} {missing}\n")
+    page.family("offsetd_mm2_connector_status", status_lines)
+    page.family("offsetd_mm2_partitions", count_lines)
+    page.family("offsetd_mm2_partitions_not_started", not_started)
+
+
+def _is_source(connector_class: str) -> bool:
+    return connector_class.rsplit(".", 1)[-1] == "MirrorSourceConnector"
+
+
+def _heartbeats(page: _Page, snapshot: Snapshot) -> None:
+    replicated, local = [], []
+    for h in snapshot.heartbeats:
+        if h.age_seconds is None:
+            continue
+        if h.source is not None and h.target is not None:
+            labels = _labels((("source", h.source), ("target", h.target), ("topic", h.topic)))
+            replicated.append(
+                f"offsetd_mm2_heartbeat_age_seconds{{{labels}}} {_num(h.age_seconds)}\n"
+            )
+        else:
+            labels = _labels((("cluster", h.cluster), ("topic", h.topic)))
+            local.append(
+                f"offsetd_mm2_local_heartbeat_age_seconds{{{labels}}} {_num(h.age_seconds)}\n"
+            )
+    page.family("offsetd_mm2_heartbeat_age_seconds", replicated)
+    page.family("offsetd_mm2_local_heartbeat_age_seconds", local)
+
+
+def _checkpoints(page: _Page, snapshot: Snapshot) -> None:
+    ages, reconsume = [], []
+    for c in snapshot.checkpoints:
+        labels = _labels(
+            (
+                ("source", c.source),
+                ("target", c.target),
+                ("group", c.group),
+                ("topic", c.topic),
+                ("partition", c.partition),
+            )
+        )
+        if c.age_seconds is not None:
+            ages.append(f"offsetd_mm2_checkpoint_age_seconds{{{labels}}} {_num(c.age_seconds)}\n")
+        if c.reconsume_lower_bound is not None:
+            reconsume.append(
+                f"offsetd_mm2_failover_reconsume_lower_bound_records{{{labels}}} "
+                f"{c.reconsume_lower_bound}\n"
+            )
+    page.family("offsetd_mm2_checkpoint_age_seconds", ages)
+    page.family("offsetd_mm2_failover_reconsume_lower_bound_records", reconsume)
+
+
+def _connect_states(page: _Page, snapshot: Snapshot) -> None:
+    connectors: list[str] = []
+    tasks: list[str] = []
+    for c in sorted(snapshot.connectors, key=lambda c: (c.connect_cluster, c.name)):
+        base = _labels((("connect_cluster", c.connect_cluster), ("connector", c.name)))
+        states = CONNECT_STATES if c.state in CONNECT_STATES else (*CONNECT_STATES, c.state)
+        connectors.extend(
+            f'offsetd_connector_state{{{base},state="{_escape(s)}"}} {1 if s == c.state else 0}\n'
+            for s in states
+        )
+        for task_id, task_state in c.tasks:
+            t_states = (
+                CONNECT_STATES if task_state in CONNECT_STATES else (*CONNECT_STATES, task_state)
+            )
+            tasks.extend(
+                f'offsetd_connector_task_state{{{base},task="{task_id}",state="{_escape(s)}"}} '
+                f"{1 if s == task_state else 0}\n"
+                for s in t_states
+            )
+    page.family("offsetd_connector_state", connectors)
+    page.family("offsetd_connector_task_state", tasks)

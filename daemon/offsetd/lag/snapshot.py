@@ -1,0 +1,164 @@
+"""What one collection cycle found: plain frozen rows, rendered by `exposition` and the CLI."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from offsetd.lag.status import Status
+
+__all__ = [
+    "CheckpointLag",
+    "ConnectorHealth",
+    "HeartbeatAge",
+    "PartitionLag",
+    "Snapshot",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionLag:
+    """One MirrorSourceConnector source partition."""
+
+    connect_cluster: str
+    connector: str
+    source: str
+    target: str
+    topic: str
+    partition: int
+    end: int  # log end, or last stable offset (read_committed)
+    log_start: int | None
+    last_replicated: int | None  # N; None: not started
+    offset_written_ms: int | None  # timestamp of the offsets record holding N
+    lag_records: int
+    lag_seconds: float | None  # None: lagging, first record's time not fetched yet
+    status: Status
+    data_loss: bool = False  # N + 1 was deleted by retention before MM2 replicated it
+
+    def offset_age_seconds(self, now_ms: int) -> float | None:
+        if self.offset_written_ms is None:
+            return None
+        return max(0.0, (now_ms - self.offset_written_ms) / 1000.0)
+
+    def as_json(self, now_ms: int) -> dict[str, Any]:
+        return {
+            "connect_cluster": self.connect_cluster,
+            "connector": self.connector,
+            "source": self.source,
+            "target": self.target,
+            "topic": self.topic,
+            "partition": self.partition,
+            "end_offset": self.end,
+            "log_start_offset": self.log_start,
+            "last_replicated_offset": self.last_replicated,
+            "not_started": self.last_replicated is None,
+            "lag_records": self.lag_records,
+            "lag_seconds": self.lag_seconds,
+            "offset_age_seconds": self.offset_age_seconds(now_ms),
+            "status": str(self.status),
+            "data_loss": self.data_loss,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectorHealth:
+    """A connector's state from Connect REST (`GET /connectors?expand=status`)."""
+
+    connect_cluster: str
+    name: str
+    connector_class: str
+    state: str
+    tasks: tuple[tuple[int, str], ...]
+    source: str | None = None  # MM2 connectors only
+    target: str | None = None
+
+    @property
+    def running(self) -> bool:
+        return (
+            self.state == "RUNNING"
+            and bool(self.tasks)
+            and all(s == "RUNNING" for _, s in self.tasks)
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class HeartbeatAge:
+    """Age of the newest heartbeat: replicated (`<source>.heartbeats` on the target) or local."""
+
+    cluster: str  # where the topic lives
+    topic: str
+    source: str | None  # the replicated flow (None for a local heartbeats topic)
+    target: str | None
+    age_seconds: float | None  # None: the topic is empty or missing
+
+
+@dataclass(frozen=True, slots=True)
+class CheckpointLag:
+    source: str
+    target: str
+    group: str
+    topic: str  # source topic
+    partition: int
+    upstream_offset: int
+    downstream_offset: int
+    group_offset: int | None  # the group's committed offset on the source
+    age_seconds: float | None  # only while the group is past the checkpoint
+    reconsume_lower_bound: int | None
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "source": self.source,
+            "target": self.target,
+            "group": self.group,
+            "topic": self.topic,
+            "partition": self.partition,
+            "upstream_offset": self.upstream_offset,
+            "downstream_offset": self.downstream_offset,
+            "group_offset": self.group_offset,
+            "checkpoint_age_seconds": self.age_seconds,
+            "failover_reconsume_records_lower_bound": self.reconsume_lower_bound,
+        }
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    taken_ms: int
+    partitions: tuple[PartitionLag, ...] = ()
+    connectors: tuple[ConnectorHealth, ...] = ()
+    heartbeats: tuple[HeartbeatAge, ...] = ()
+    checkpoints: tuple[CheckpointLag, ...] = ()
+    refresh_seconds: float = 0.0
+    slo_seconds: float = 300.0
+    errors: dict[str, str] = field(default_factory=dict)  # stage -> last error this cycle
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "taken_ms": self.taken_ms,
+            "refresh_seconds": self.refresh_seconds,
+            "partitions": [p.as_json(self.taken_ms) for p in self.partitions],
+            "connectors": [
+                {
+                    "connect_cluster": c.connect_cluster,
+                    "connector": c.name,
+                    "class": c.connector_class,
+                    "state": c.state,
+                    "tasks": [{"id": i, "state": s} for i, s in c.tasks],
+                    "source": c.source,
+                    "target": c.target,
+                }
+                for c in self.connectors
+            ],
+            "heartbeats": [
+                {
+                    "cluster": h.cluster,
+                    "topic": h.topic,
+                    "replicated": h.source is not None,
+                    "source": h.source,
+                    "target": h.target,
+                    "age_seconds": h.age_seconds,
+                }
+                for h in self.heartbeats
+            ],
+            "checkpoints": [c.as_json() for c in self.checkpoints],
+            "errors": dict(self.errors),
+        }

@@ -1,0 +1,110 @@
+"""spark-sql-kafka for local Spark runs, fetched with `mvn` into its own cache folder.
+
+The pom in `deploy/local/spark/` pins the connector and names the pyspark it serves; the copy
+uses the same pinned maven-dependency-plugin as the Kafka jars (`offsetd.devstack.jars`) and the
+same marker scheme (a finished folder is named after the pom's hash, a half copy is never used).
+It lives beside the Kafka 4.x jars, never inside them: Spark's Kafka source brings its own
+kafka-clients 3.9.x, which must not meet the broker's 4.x jars on one classpath.
+
+On a real cluster none of this runs: the job's conf carries `spark.jars.packages` instead.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+import subprocess
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+from offsetd.devstack.errors import DevStackError
+from offsetd.devstack.jars import DEPENDENCY_PLUGIN, cache_root, require_tool
+from offsetd.spark.errors import SparkJobFailed
+
+POM_RELATIVE = Path("deploy/local/spark/pom.xml")
+_MARKER = ".complete"
+_POM_NS = {"m": "http://maven.apache.org/POM/4.0.0"}
+
+
+def find_pom() -> Path:
+    """The Spark pom in the source checkout (local Spark runs are a checkout's tool)."""
+    here = Path(__file__).resolve()
+    for root in [here.parents[3], Path.cwd().resolve(), *Path.cwd().resolve().parents]:
+        if (root / POM_RELATIVE).is_file():
+            return root / POM_RELATIVE
+    raise SparkJobFailed(
+        f"cannot find {POM_RELATIVE} for the local Spark Kafka jars: run from an offsetd "
+        "checkout, or give spark.jars.packages in the spark: section of offsetd.yaml"
+    )
+
+
+def pom_property(pom: Path, name: str) -> str:
+    root = ET.parse(pom).getroot()  # noqa: S314 - our own pom, from the checkout
+    node = root.find(f"m:properties/m:{name}", _POM_NS)
+    if node is None or not node.text:
+        raise SparkJobFailed(f"{pom} has no <{name}> property")
+    return node.text.strip()
+
+
+def check_pyspark(pom: Path, pyspark_version: str) -> None:
+    """The jars are pinned for one pyspark; a Kafka source of another version fails at runtime
+    with a NoClassDefFoundError deep in a task, so refuse up front instead."""
+    wanted = pom_property(pom, "pyspark.version")
+    if wanted != pyspark_version:
+        raise SparkJobFailed(
+            f"{pom} pins Spark's Kafka source for pyspark {wanted}, but pyspark "
+            f"{pyspark_version} is installed: update <pyspark.version> and the connector "
+            "version in the pom together"
+        )
+
+
+def spark_jars_dir() -> Path:
+    return cache_root().parent / "spark-jars"
+
+
+def ensure_spark_kafka_jars(pyspark_version: str, pom: Path | None = None) -> list[Path]:
+    """The jars of Spark's Kafka source, fetched with mvn the first time; sorted paths."""
+    pom = pom or find_pom()
+    check_pyspark(pom, pyspark_version)
+    digest = hashlib.sha256(pom.read_bytes()).hexdigest()[:12]
+    target = spark_jars_dir() / f"spark-kafka-{pom_property(pom, 'spark.kafka.version')}-{digest}"
+    if not (target / _MARKER).is_file():
+        _fetch(pom, target, digest)
+    return sorted(target.glob("*.jar"))
+
+
+def _fetch(pom: Path, target: Path, digest: str) -> None:
+    try:
+        mvn = require_tool("mvn", "install Apache Maven (e.g. apt-get install maven)")
+    except DevStackError as exc:  # same message, this command's exit code
+        raise SparkJobFailed(str(exc)) from exc
+    staging = target.with_name(target.name + ".partial")
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(parents=True)
+    cmd = [
+        mvn,
+        "-B",
+        "-q",
+        "-f",
+        str(pom),
+        f"{DEPENDENCY_PLUGIN}:copy-dependencies",
+        "-DincludeScope=runtime",
+        f"-DoutputDirectory={staging}",
+    ]
+    result = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    if result.returncode != 0:
+        shutil.rmtree(staging, ignore_errors=True)
+        tail = " | ".join((result.stdout + result.stderr).strip().splitlines()[-3:])
+        raise SparkJobFailed(
+            f"mvn could not fetch Spark's Kafka source from Maven Central "
+            f"(exit {result.returncode}); check network access and retry: {tail}"
+        )
+    (staging / _MARKER).write_text(digest)
+    shutil.rmtree(target, ignore_errors=True)
+    staging.rename(target)
+
+
+if __name__ == "__main__":  # scripts/bootstrap: print the folder, fetching it if needed
+    from importlib.metadata import version
+
+    print(ensure_spark_kafka_jars(version("pyspark"))[0].parent)

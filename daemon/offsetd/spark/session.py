@@ -1,0 +1,74 @@
+"""The SparkSession of a rewind scan: master and conf from offsetd.yaml, nothing secret in it.
+
+Spark prints and logs its conf (the UI, event logs, `spark.sparkContext.getConf()`), so the
+conf only ever holds what `spark:` in offsetd.yaml holds (secret-looking keys are refused there)
+plus a few local defaults. Kafka credentials go into the Kafka source's options instead, which
+Spark redacts in plans and never copies into its conf.
+
+Local masters get Spark's Kafka source from the jar cache (`offsetd.spark.jars`); other masters
+must name it with `spark.jars.packages` (or ship it in their image).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+import pyspark
+from pyspark.sql import SparkSession
+
+from offsetd.config import SparkSettings
+from offsetd.spark.jars import ensure_spark_kafka_jars
+
+APP_NAME = "offsetd-rewind-plan"
+_LOG_CONFIG = Path(__file__).with_name("log4j2.properties")
+
+# Modest on purpose: a laptop or CI runner shares its cores (the scan is I/O and JSON bound).
+LOCAL_DEFAULTS: Mapping[str, str] = {
+    "spark.driver.memory": "1g",
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",  # offsetd prints its own progress lines
+    "spark.sql.shuffle.partitions": "8",
+    "spark.executor.heartbeatInterval": "2s",  # fresher records-read figures for progress
+    "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{_LOG_CONFIG}",
+}
+
+
+# On every master: Spark redacts matching option keys in plans, logs and event logs; the Kafka
+# source's `kafka.sasl.jaas.config` (which holds the password) matches neither default pattern.
+REDACTION: Mapping[str, str] = {
+    "spark.redaction.regex": "(?i)secret|password|token|access[.]?key|jaas",
+    "spark.sql.redaction.options.regex": "(?i)url|jaas|password|secret|token",
+}
+
+
+def session_conf(settings: SparkSettings, master: str) -> dict[str, str]:
+    """The conf to start Spark with (pure, apart from fetching the local jars)."""
+    conf: dict[str, str] = dict(REDACTION)
+    local = master.startswith("local")
+    if local:
+        conf.update(LOCAL_DEFAULTS)
+    conf.update(settings.conf)
+    if local and "spark.jars.packages" not in conf and "spark.jars" not in conf:
+        jars = ensure_spark_kafka_jars(pyspark.__version__)
+        conf["spark.jars"] = ",".join(str(p) for p in jars)
+    return conf
+
+
+def start_session(
+    settings: SparkSettings, master: str | None = None, say: Callable[[str], None] | None = None
+) -> SparkSession:
+    master = master or settings.master
+    conf = session_conf(settings, master)
+    if say is not None:
+        say(f"starting Spark {pyspark.__version__} ({master})")
+    builder = SparkSession.builder.master(master).appName(APP_NAME)
+    for key, value in sorted(conf.items()):
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    # pyspark logs every analysis error with its JVM stack trace; offsetd reports it in one line.
+    for name in ("DataFrameQueryContextLogger", "SQLQueryContextLogger"):
+        logging.getLogger(name).disabled = True
+    return spark

@@ -1,0 +1,116 @@
+"""Predicates checked by Spark's own parser and analyzer, and the scan's columns and reduction,
+on Spark local over in-memory frames with the Kafka source's schema (no broker needed)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+from pyspark.sql import DataFrame, SparkSession
+
+from offsetd.config import SparkSettings
+from offsetd.spark import scan
+from offsetd.spark.errors import InvalidPredicate
+from offsetd.spark.predicate import check_predicate, check_value_schema
+from offsetd.spark.session import start_session
+
+SCHEMA = "order_id INT, status STRING"
+
+
+@pytest.fixture(scope="module")
+def spark() -> SparkSession:
+    # Left running: later tests in this process reuse it (getOrCreate); the process ends it.
+    return start_session(SparkSettings())
+
+
+@pytest.mark.parametrize(
+    ("predicate", "columns"),
+    [
+        ("value.order_id > 1000", {"value"}),
+        ("value_corrupt OR value.status = 'bad'", {"value_corrupt", "value"}),
+        ("exists(headers, h -> h.key = 'trace')", {"headers"}),
+        ("upper(cast(key AS STRING)) = 'A' AND offset >= 5", {"key", "offset"}),
+    ],
+)
+def test_accepted_predicates_and_their_columns(
+    spark: SparkSession, predicate: str, columns: set[str]
+) -> None:
+    assert check_predicate(spark, predicate, SCHEMA).columns == columns
+
+
+@pytest.mark.parametrize(
+    ("predicate", "reason"),
+    [
+        ("offset >= (5", "does not parse"),
+        ("offset >= 5 and", "Spark reads its end as an alias"),
+        ("reflect('java.lang.System', 'exit', 0) IS NULL", "reflect() calls JVM methods"),
+        ("java_method('java.lang.Runtime', 'getRuntime') IS NULL", "java_method() calls JVM"),
+        ("try_reflect('java.lang.System', 'exit', 0) IS NULL", "try_reflect() calls JVM"),
+        ("REFLECT('a', 'b') IS NULL", "REFLECT() calls JVM methods"),
+        ("coalesce(reflect('a', 'b'), 'x') = 'x'", "reflect() calls JVM methods"),
+        ("my_udf(value) = 1", "my_udf() is not a Spark built-in function"),
+        ("system.builtin.reflect('a', 'b') IS NULL", "qualified name"),
+        ("offset IN (SELECT 1)", "subqueries are not allowed"),
+        ("no_such_column > 1", "UNRESOLVED_COLUMN"),
+        ("max(offset) > 1", "INVALID_WHERE_CONDITION"),
+        ("offset + 1", "DATATYPE_MISMATCH"),
+        ("", "empty"),
+    ],
+)
+def test_refused_predicates_name_the_expression_and_the_reason(
+    spark: SparkSession, predicate: str, reason: str
+) -> None:
+    with pytest.raises(InvalidPredicate) as info:
+        check_predicate(spark, predicate, SCHEMA)
+    message = str(info.value)
+    assert reason in message
+    assert repr(predicate) in message or not predicate
+    assert "\n" not in message  # one line, no JVM stack trace
+    assert "at org.apache" not in message
+
+
+def test_value_schema_must_parse(spark: SparkSession) -> None:
+    check_value_schema(spark, SCHEMA)
+    with pytest.raises(InvalidPredicate, match=r"--value-schema 'order_id INTT,'.*PARSE_SYNTAX"):
+        check_value_schema(spark, "order_id INTT,")
+
+
+def _records(spark: SparkSession, rows: Sequence[tuple[int, int, bytes | None]]) -> DataFrame:
+    when = dt.datetime(2026, 11, 21, 14, 2, tzinfo=dt.UTC)
+    data: list[tuple[Any, ...]] = [
+        (None, value, "t", partition, offset, when + dt.timedelta(seconds=offset), 0, [])
+        for partition, offset, value in rows
+    ]
+    return spark.createDataFrame(data, scan.KAFKA_SCHEMA)
+
+
+def test_reduction_per_partition_in_the_jvm(spark: SparkSession) -> None:
+    rows = [
+        (0, 0, b'{"order_id": 5, "status": "ok"}'),
+        (0, 1, b'{"order_id": 1500, "status": "ok"}'),
+        (0, 2, b'{"order_id": 7, "status": "ok"}'),
+        (0, 3, b'{"order_id": 2000, "status": "ok"}'),
+        (0, 4, b'{"order_id": '),  # corrupt: order_id NULL, so the predicate is NULL
+        (1, 0, None),  # a tombstone: NULL value
+        (1, 1, b'{"status": "ok"}'),  # no order_id: NULL
+    ]
+    frame = scan.with_predicate_columns(_records(spark, rows), SCHEMA)
+    found = scan.collect_scans(scan.per_partition(frame, "value.order_id > 1000"))
+    p0, p1 = found[("t", 0)], found[("t", 1)]
+    assert (p0.scanned, p0.matched, p0.first_match, p0.last_match, p0.first_miss) == (5, 2, 1, 3, 0)
+    assert (p1.scanned, p1.matched, p1.first_match) == (2, 0, None)
+    assert p0.min_timestamp == int(
+        dt.datetime(2026, 11, 21, 14, 2, tzinfo=dt.UTC).timestamp() * 1000
+    )
+    corrupt = scan.collect_scans(scan.per_partition(frame, "value_corrupt"))
+    assert (corrupt[("t", 0)].matched, corrupt[("t", 0)].first_match) == (1, 4)
+    assert corrupt[("t", 1)].matched == 0  # a NULL value is not corrupt
+
+
+def test_raw_values_without_a_schema(spark: SparkSession) -> None:
+    rows = [(0, 0, b"hello"), (0, 1, b"BAD record"), (0, 2, b"ok")]
+    frame = scan.with_predicate_columns(_records(spark, rows), None)
+    found = scan.collect_scans(scan.per_partition(frame, "cast(value AS STRING) LIKE 'BAD%'"))
+    assert (found[("t", 0)].matched, found[("t", 0)].first_match) == (1, 1)
