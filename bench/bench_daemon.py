@@ -1150,6 +1150,8 @@ def _app_path(
         events_name,
         group_id=f"{app.conf.id}-ingest",
         on_batch=started,
+        # diagnostics only: the frames' compression (the app uses the default, gzip)
+        compression=os.environ.get("BENCH_INGEST_COMPRESSION", "gzip"),
     )
 
     ensure_events_topic(conf, events_name, PARTITIONS, 1)  # before faust subscribes to it
@@ -1233,7 +1235,7 @@ def _drop_app(conf: dict[str, str], app_id: str) -> None:
     for group in (app_id, f"{app_id}-ingest"):  # (e) has its ingest's group too
         try:
             for future in admin.delete_consumer_groups([group], request_timeout=15).values():
-                future.result()
+                future.result(timeout=30)
         except Exception:  # noqa: S110 - the group may be gone already: nothing left to delete
             pass
 

@@ -35,8 +35,9 @@ from urllib.parse import quote
 import httpx
 import psutil
 from confluent_kafka import KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient
 from confluent_kafka.admin import OffsetSpec as _OffsetSpec  # type: ignore[attr-defined]
+from confluent_kafka.cimpl import NewTopic
 from prometheus_client import CollectorRegistry, Gauge, generate_latest
 
 from offsetd.config import Settings
@@ -143,7 +144,8 @@ def setup(info: Any, size: int) -> str:
 
 
 def _ends(admin: AdminClient, topics: list[str]) -> dict[tuple[str, int], int]:
-    request = {TopicPartition(t, p): _OffsetSpec.latest() for t in topics for p in range(PER_TOPIC)}
+    latest = _OffsetSpec.latest()  # type: ignore[no-untyped-call]
+    request = {TopicPartition(t, p): latest for t in topics for p in range(PER_TOPIC)}
     for attempt in range(90):  # new partitions: leaders are elected a moment after creation
         try:
             futures = admin.list_offsets(request, request_timeout=60)

@@ -16,11 +16,15 @@ from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 from confluent_kafka import KafkaError, Message, Producer
 
-from offsetd.spark.plan import load_plan, summary_path
+from offsetd.config import SparkSettings
+from offsetd.spark import scan
+from offsetd.spark.plan import PartitionRange, load_plan, summary_path
+from offsetd.spark.session import start_session
 from tests.integration.cliutil import offsetd
 from tests.integration.kafkautil import (
     ConnectClient,
@@ -41,11 +45,14 @@ PREDICATE = "value.status = 'bad' OR value_corrupt"
 @dataclass
 class Produced:
     topic: str
-    # partition -> offset -> (value, is_bad)
-    records: dict[int, dict[int, tuple[bytes, bool]]]
+    # partition -> offset -> (value, is_bad, timestamp ms as the broker stored it)
+    records: dict[int, dict[int, tuple[bytes, bool, int]]]
 
-    def bad(self, p: int) -> list[int]:
-        return sorted(o for o, (_, bad) in self.records.get(p, {}).items() if bad)
+    def bad(self, p: int, since: int = 0, until: int = 2**63) -> list[int]:
+        """Offsets of bad records, optionally only those with since <= timestamp < until."""
+        return sorted(
+            o for o, (_, bad, ts) in self.records.get(p, {}).items() if bad and since <= ts < until
+        )
 
     def end(self, p: int) -> int:
         return max(self.records[p]) + 1 if self.records.get(p) else 0
@@ -67,9 +74,10 @@ def produced(west: str) -> Produced:
     topic = unique("rewind-orders")
     create_topic(west, topic, partitions=PARTITIONS + 1)
     producer = Producer({"bootstrap.servers": west, "linger.ms": 20, "enable.idempotence": True})
-    records: dict[int, dict[int, tuple[bytes, bool]]] = {}
+    records: dict[int, dict[int, tuple[bytes, bool, int]]] = {}
     errors: list[KafkaError] = []
     bad_of: dict[bytes, bool] = {}
+    base = int(time.time() * 1000) - 3_600_000  # record i of each partition at base + 10 ms * i
 
     def delivered(err: KafkaError | None, msg: Message) -> None:
         if err is not None:
@@ -77,13 +85,16 @@ def produced(west: str) -> Produced:
             return
         value = msg.value()
         assert isinstance(value, bytes)
-        records.setdefault(msg.partition() or 0, {})[offset_of(msg)] = (value, bad_of[value])
+        stamp = msg.timestamp()[1]
+        records.setdefault(msg.partition() or 0, {})[offset_of(msg)] = (value, bad_of[value], stamp)
 
     for i in range(PER_PARTITION):
         for p in range(PARTITIONS):
             value, bad = _value(p, i)
             bad_of[value] = bad
-            producer.produce(topic, value=value, partition=p, on_delivery=delivered)
+            producer.produce(
+                topic, value=value, partition=p, timestamp=base + 10 * i, on_delivery=delivered
+            )
             producer.poll(0)
     assert producer.flush(60) == 0
     assert not errors, errors
@@ -173,7 +184,7 @@ def test_first_match_plan_is_applied_and_redelivers_exactly(
     redelivered = Counter(
         value
         for p, first in expected.items()
-        for o, (value, _) in produced.records[p].items()
+        for o, (value, _, _) in produced.records[p].items()
         if o >= first
     )
     total = sum(redelivered.values())
@@ -274,6 +285,28 @@ def test_no_match_anywhere_writes_no_plan(
     assert not plan_path.exists()
 
 
+def test_time_window_limits_the_scan(
+    offsetd_yaml: Path, produced: Produced, sink: tuple[str, Path], tmp_path: Path
+) -> None:
+    stamps = sorted(ts for _, _, ts in produced.records[0].values())
+    since, until = stamps[2_100], stamps[3_600]  # inside some windows, before and after others
+    plan_path = tmp_path / "plan.json"
+    code, stdout, stderr = _plan(
+        offsetd_yaml,
+        sink[0],
+        plan_path,
+        *_with_schema("--from-timestamp", str(since), "--to-timestamp", str(until)),
+    )
+    assert code == 0, stdout + stderr
+    expected = {
+        p: produced.bad(p, since, until)[0]
+        for p in range(PARTITIONS)
+        if produced.bad(p, since, until)
+    }
+    assert len(expected) < 7  # the window really excludes some corrupt windows
+    assert _targets(plan_path) == expected
+
+
 def test_time_range_without_data(
     offsetd_yaml: Path, sink: tuple[str, Path], tmp_path: Path
 ) -> None:
@@ -372,3 +405,23 @@ def test_mirror_source_plan_uses_last_replicated_offsets(
         assert dry.exit_code == 0, dry.output + dry.stderr
     finally:
         connect.delete(name)
+
+
+def test_credentials_stay_out_of_spark_conf_and_plans(west: str, produced: Produced) -> None:
+    """Kafka credentials go into the Kafka source's options only: never Spark's conf or plans."""
+    secret = "hunter2-not-in-any-plan"
+    spark = start_session(SparkSettings())
+    options = {
+        **scan.source_options([PartitionRange(produced.topic, 0, 0, 10)], 1_000, False),
+        **scan.kafka_options({"bootstrap.servers": west}),
+        # PLAINTEXT ignores it; it only has to travel with the options as a real one would.
+        "kafka.sasl.jaas.config": (
+            "org.apache.kafka.common.security.plain.PlainLoginModule required "
+            f'username="scan" password="{secret}";'
+        ),
+    }
+    frame = scan.with_predicate_columns(scan.kafka_frame(spark, options), SCHEMA)
+    assert frame.count() == 10
+    execution: Any = frame._jdf.queryExecution()
+    assert secret not in str(execution.toString())
+    assert secret not in str(spark.sparkContext.getConf().getAll())

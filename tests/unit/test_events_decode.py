@@ -10,6 +10,7 @@ offsets reset. Bytes are base64; each file has a `description`.
 from __future__ import annotations
 
 import base64
+import dataclasses
 import json
 import pickle
 from pathlib import Path
@@ -743,3 +744,15 @@ def test_raw_record_from_a_consumed_message() -> None:
         ("a", b"text"),
         ("b", None),
     )
+
+
+def test_a_remembered_status_value_decodes_as_the_first_time() -> None:
+    raw = fixture("status_task_running")
+    first = decode_status("west", raw)
+    again = decode_status("west", dataclasses.replace(raw, offset=raw.offset + 1))
+    assert again.model_dump(exclude={"source"}) == first.model_dump(exclude={"source"})
+    assert again.source.offset == raw.offset + 1
+    bad = dataclasses.replace(raw, value=b'{"state":"RUNNING"}')
+    for _ in range(2):  # a malformed value is never remembered: rejected every time
+        with pytest.raises(Malformed, match="generation"):
+            decode_status("west", bad)

@@ -1,5 +1,6 @@
 """offsetd.rules.matching: each condition, the index, the caches and `explain`."""
 
+import re
 from typing import Any
 
 import pytest
@@ -16,7 +17,7 @@ from offsetd.events.models import (
     error_from_trace,
 )
 from offsetd.rules import ConnectorMeta, Rule, RuleSet, explain
-from offsetd.rules.matching import AnyEvent, any_regex
+from offsetd.rules.matching import AnyEvent, _required_literals, any_regex
 
 SINK = ConnectorMeta("io.confluent.connect.jdbc.JdbcSinkConnector", "sink")
 SOURCE = ConnectorMeta("io.debezium.connector.postgresql.PostgresConnector", "source")
@@ -309,3 +310,48 @@ def test_explain_says_why() -> None:
         explain(task(), rules, SOURCE)[1]
         == "typed: no match: connector_type wants 'sink', event has 'source'"
     )
+
+
+# -- required literals: a substring prefilter in front of message regexes ----------------------
+
+PREFILTERED = [
+    [r"Not authorized to access (topics|group)"],
+    [r"HikariPool-\d+ - Connection is not available"],
+    [r"No space left on device|[Dd]isk quota exceeded"],
+    [r"^org\.apache\.kafka\.connect\.errors\.ConnectException: java\.net\."],
+    ["Schema not found", r"(?i)subject \S+ not found"],
+    [r"(?i)timed out|refused"],
+    [r"(?m)^Caused by: \S+Timeout"],
+    [r"a.b"],  # no literal of 3 characters: the regex always runs
+    [r"(?i)stra\u00dfe"],  # non-ASCII under (?i): no prefilter
+]
+TEXTS = [
+    "",
+    "Not authorized to access group: g",
+    "HikariPool-1 - Connection is not available, request timed out after 30000ms.",
+    "Disk quota exceeded",
+    "org.apache.kafka.connect.errors.ConnectException: java.net.ConnectException: refused",
+    "x\norg.apache.kafka.connect.errors.ConnectException: java.net.X",
+    "SUBJECT orders-value NOT FOUND",
+    "subject \u017fx not found",
+    "Connection TIMED OUT",
+    "Caused by: java.net.SocketTimeoutException: Read timed out",
+    "x\nCaused by: org.apache.kafka.common.errors.TimeoutException: t",
+    "axb STRASSE stra\u00dfe",
+    "\u212a timed out",
+]
+
+
+@pytest.mark.parametrize("patterns", PREFILTERED)
+def test_the_literal_prefilter_never_changes_a_search(patterns: list[str]) -> None:
+    found = any_regex(patterns, "search")
+    for text in TEXTS:
+        expected = any(re.search(p, text) for p in patterns)
+        assert found(text) is bool(expected), (patterns, text)
+
+
+def test_required_literals_of_message_regexes() -> None:
+    assert _required_literals([r"HikariPool-\d+ - Connection"]) == ([" - Connection"], [])
+    assert _required_literals([r"(?i)timed out|refused"]) == ([], ["timed out", "refused"])
+    assert _required_literals([r"a.b"]) is None
+    assert _required_literals([r"(x|\d+)"]) is None

@@ -14,6 +14,7 @@ from offsetd.config import SparkSettings
 from offsetd.spark import scan
 from offsetd.spark.errors import InvalidPredicate
 from offsetd.spark.predicate import check_predicate, check_value_schema
+from offsetd.spark.progress import ScanProgress
 from offsetd.spark.session import start_session
 
 SCHEMA = "order_id INT, status STRING"
@@ -114,3 +115,19 @@ def test_raw_values_without_a_schema(spark: SparkSession) -> None:
     frame = scan.with_predicate_columns(_records(spark, rows), None)
     found = scan.collect_scans(scan.per_partition(frame, "cast(value AS STRING) LIKE 'BAD%'"))
     assert (found[("t", 0)].matched, found[("t", 0)].first_match) == (1, 1)
+
+
+def test_progress_reports_tasks_and_estimated_records(spark: SparkSession) -> None:
+    lines: list[str] = []
+    group = "offsetd-test-progress"
+    spark.sparkContext.setJobGroup(group, "progress test")
+    progress = ScanProgress(spark.sparkContext, 8_000, lines.append, group, interval_s=0.2)
+    with progress:
+        # Eight tasks of at least 300 ms each on 2 cores: several polls on any machine.
+        spark.range(0, 8, numPartitions=8).selectExpr(
+            "java_method('java.lang.Thread', 'sleep', 300L) AS slept"
+        ).collect()
+    assert lines, "no progress line while the job ran"
+    assert all(line.startswith("scanning: stage ") for line in lines)
+    assert any("/8 tasks" in line and "records/s" in line for line in lines)
+    assert progress.records_estimated() == 8_000  # every task of the first stage is done

@@ -16,13 +16,24 @@ import click
 from offsetd.cli.common import Target, connect_options, reports_errors, resolve_target, run_async
 from offsetd.cli.output import emit_json
 from offsetd.config import SparkSettings
+from offsetd.errors import InvalidDocument
 from offsetd.offsets.targets import parse_timestamp
+from offsetd.spark.errors import SparkJobFailed
 from offsetd.spark.plan import Mode, render_summary, write_plan
 
 
 @click.group()
 def rewind() -> None:
     """Rewind plans from the data itself (a Spark SQL predicate over the records)."""
+
+
+def _when(option: str, text: str | None) -> int | None:
+    if text is None:
+        return None
+    try:
+        return parse_timestamp(text)
+    except InvalidDocument as exc:  # the toolkit's message names --to-timestamp
+        raise click.BadParameter(str(exc).replace("--to-timestamp", option)) from None
 
 
 def _say(message: str) -> None:
@@ -49,6 +60,10 @@ Modes (per partition; partitions without a match keep their offset):
 The scan covers [--from-timestamp, --to-timestamp) of every partition the connector reads
 (sink: topics/topics.regex; MirrorSourceConnector: its source topics); skip-run starts at
 the committed offset instead. Writes OUT (an offsets document) and OUT's .summary.json.
+
+A time-only target needs no scan: use `offsetd offsets alter --to-timestamp` (ListOffsets).
+Spark runs on spark.master of offsetd.yaml (default local[2], with Spark's Kafka source from
+the local jar cache); on a cluster set spark.conf's spark.jars.packages.
 
 \b
 Example:
@@ -103,14 +118,19 @@ def plan(
     **kw: Any,
 ) -> None:
     # pyspark (the `spark` extra) loads only when a plan is computed, not for every command.
-    from offsetd.spark.job import ScanRequest, compute_plan  # noqa: PLC0415
+    try:
+        from offsetd.spark.job import ScanRequest, compute_plan  # noqa: PLC0415
+    except ImportError as exc:
+        raise SparkJobFailed(
+            f"offsetd rewind plan needs pyspark ({exc}): install offsetd with the spark extra"
+        ) from None
     from offsetd.spark.resolve import resolve  # noqa: PLC0415
 
     chosen = Mode(mode)
     if chosen is Mode.SKIP_RUN and from_timestamp is not None:
         raise click.UsageError("skip-run starts at the committed offset: drop --from-timestamp")
-    from_ts = parse_timestamp(from_timestamp) if from_timestamp else None
-    to_ts = parse_timestamp(to_timestamp) if to_timestamp else None
+    from_ts = _when("--from-timestamp", from_timestamp)
+    to_ts = _when("--to-timestamp", to_timestamp)
     if from_ts is not None and to_ts is not None and to_ts <= from_ts:
         raise click.UsageError("--to-timestamp must be after --from-timestamp")
     target: Target = resolve_target(**kw)

@@ -72,11 +72,35 @@ def decode_status(
     raise malformed(raw, f"unknown status key prefix: {excerpt(key)}")
 
 
+# value bytes -> its checked fields (without `source`). A worker writes the same short value for
+# every task it runs (`{"state":"RUNNING","trace":null,"worker_id":...,"generation":...}`), so
+# most status values were seen before: their JSON need not be parsed and checked again. Only
+# short values (no trace) are remembered; the memo is bounded.
+_FIELDS_MEMO: dict[bytes, dict[str, object]] = {}
+_MEMO_VALUE_BYTES = 512
+_MEMO_ENTRIES = 4096
+
+
 def _status_fields(raw: RawRecord) -> dict[str, object]:
     """source, state, worker_id, generation and error of a connector or task status."""
-    if raw.value is None:
+    data = raw.value
+    if data is None:
         return {"source": source_of(raw), "state": None}
-    value = json_value(raw, raw.value, "status value")
+    short = len(data) <= _MEMO_VALUE_BYTES
+    if short:
+        known = _FIELDS_MEMO.get(data)
+        if known is not None:
+            return {"source": source_of(raw), **known}
+    fields = _checked_fields(raw, data)
+    if short:
+        if len(_FIELDS_MEMO) >= _MEMO_ENTRIES:
+            _FIELDS_MEMO.clear()
+        _FIELDS_MEMO[data] = fields
+    return {"source": source_of(raw), **fields}
+
+
+def _checked_fields(raw: RawRecord, data: bytes) -> dict[str, object]:
+    value = json_value(raw, data, "status value")
     if not isinstance(value, dict):
         raise malformed(raw, f"status value is {json_type(value)}, not an object")
     state = value.get("state")
@@ -88,7 +112,6 @@ def _status_fields(raw: RawRecord) -> dict[str, object]:
         raise malformed(raw, f"status field 'generation' is {kind}, not an integer")
     trace = _optional_text(raw, value, "trace")
     return {
-        "source": source_of(raw),
         "state": state,
         "worker_id": _optional_text(raw, value, "worker_id"),
         "generation": generation,

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import fnmatch
 import re
+import re._constants as _sre_constants  # type: ignore[import-not-found]  # no stubs
+import re._parser as _sre_parser  # type: ignore[import-not-found]  # no stubs
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -148,7 +150,83 @@ def any_regex(
         compiled = [getattr(re.compile(p), how) for p in patterns]
         return lambda value: any(match(value) is not None for match in compiled)
     match = getattr(joined, how)
-    return lambda value: match(value) is not None
+    required = _required_literals(patterns) if how == "search" else None
+    if required is None:
+        return lambda value: match(value) is not None
+    plain, folded = required
+
+    def search(value: str) -> bool:
+        # A regex can only match a text that contains one of its required literals: substring
+        # tests (memchr-fast) spare the regex engine most 4 KiB trace heads.
+        if any(literal in value for literal in plain):
+            return match(value) is not None
+        if folded:
+            if not value.isascii():  # Unicode case folding: no shortcut
+                return match(value) is not None
+            lowered = _lowered(value)
+            if any(literal in lowered for literal in folded):
+                return match(value) is not None
+        return False
+
+    return search
+
+
+_MIN_LITERAL = 3
+
+
+def _required_literals(patterns: Sequence[str]) -> tuple[list[str], list[str]] | None:
+    """Literals of which every match of any of `patterns` contains at least one.
+
+    (case-sensitive ones, lower-cased ASCII ones for `(?i)` patterns), or None when some
+    pattern has none of at least three characters (then the regex always runs).
+    """
+    plain: list[str] = []
+    folded: list[str] = []
+    for pattern in patterns:
+        try:
+            parsed = _sre_parser.parse(pattern)
+        except (re.error, RecursionError):
+            return None
+        flags = parsed.state.flags
+        if flags & (re.VERBOSE | re.LOCALE):
+            return None
+        literals = _literals_of(list(parsed))
+        if literals is None:
+            return None
+        if flags & re.IGNORECASE:
+            if not all(lit.isascii() for lit in literals):
+                return None
+            folded.extend(lit.lower() for lit in literals)
+        else:
+            plain.extend(literals)
+    return plain, folded
+
+
+def _literals_of(items: list[Any]) -> list[str] | None:
+    """One required literal of a parsed sequence, or one per branch of a lone alternation."""
+    if len(items) == 1:
+        op, arg = items[0]
+        if op is _sre_constants.BRANCH:
+            found: list[str] = []
+            for branch in arg[1]:
+                literals = _literals_of(list(branch))
+                if literals is None:
+                    return None
+                found.extend(literals)
+            return found
+        if op is _sre_constants.SUBPATTERN and not arg[1] and not arg[2]:  # no inline flags
+            return _literals_of(list(arg[3]))
+    best, run = "", []
+    for op, arg in items:
+        if op is _sre_constants.LITERAL:
+            run.append(chr(arg))
+            continue
+        if len(run) > len(best):
+            best = "".join(run)
+        run = []
+    if len(run) > len(best):
+        best = "".join(run)
+    return [best] if len(best) >= _MIN_LITERAL else None
 
 
 def _substrings(plain: tuple[str, ...], folded: tuple[str, ...]) -> Callable[[str], bool]:

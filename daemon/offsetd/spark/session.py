@@ -12,6 +12,7 @@ must name it with `spark.jars.packages` (or ship it in their image).
 from __future__ import annotations
 
 import logging
+import tempfile
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
@@ -32,6 +33,8 @@ LOCAL_DEFAULTS: Mapping[str, str] = {
     "spark.sql.shuffle.partitions": "8",
     "spark.executor.heartbeatInterval": "2s",  # fresher records-read figures for progress
     "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{_LOG_CONFIG}",
+    # The catalog creates its warehouse folder on first use; never in the caller's checkout.
+    "spark.sql.warehouse.dir": str(Path(tempfile.gettempdir()) / "offsetd-spark-warehouse"),
 }
 
 
