@@ -18,7 +18,10 @@ Readers, interleaved, `--rounds` times each; records/s from the first record to 
     (also timed at its `--faust-records`-th record);
 (b2) (b) with each state read from and written back as JSON, as app.py's Table stores it;
 (c) faust (the app's aiokafka driver), `stream.events()`, (b2)'s work with a Table like app.py's;
-(d) the same with `stream.take_events(1000, within=0.5)` batching (take() with the events).
+(d) the same with `stream.take_events(1000, within=0.5)` batching (take() with the events);
+(e) the daemon's own path, whole topic: `offsetd.ingest.Ingest` (confluent-kafka, a thread)
+    frames the records per connector and batch into an internal topic, a faust agent with a
+    Table decides each frame as app.py does (`decode_frame`, `StateCache`, `decide_batch`).
 Faust runs at ~1-2k records/s here, so (b2), (c) and (d) read the first `--faust-records`
 (default 40,000) records; (b2) is the like-for-like reference for (c) and (d). Each faust round
 is a fresh worker process with its own app id; startup is not timed (first record to last), and
@@ -849,6 +852,7 @@ class Result:
     seconds: float  # first record to last
     tally: dict[str, Any] | None = None
     prefix_seconds: float | None = None  # first record to the PREFIX-th (pipeline readers)
+    cpu_seconds: float | None = None  # CPU time of the reading thread(s), where measured
 
     @property
     def rate(self) -> float:
@@ -883,12 +887,13 @@ def consume_loop(
         consumer.assign([TopicPartition(TOPIC, p, OFFSET_BEGINNING) for p in pending])
         count = 0
         size = 0
-        first = 0.0
+        first = cpu0 = 0.0
         at_prefix: float | None = None
         while pending and (whole or count < prefix):
             batch = consumer.consume(num_messages=BATCH, timeout=0.5)
             if batch and not first:
                 first = time.perf_counter()
+                cpu0 = time.thread_time()
             for msg in batch:
                 err = msg.error()
                 if err is not None:
@@ -905,7 +910,8 @@ def consume_loop(
                     at_prefix = time.perf_counter() - first
                     if not whole:
                         break
-        return Result(count, time.perf_counter() - first, prefix_seconds=at_prefix)
+        seconds, cpu = time.perf_counter() - first, time.thread_time() - cpu0
+        return Result(count, seconds, prefix_seconds=at_prefix, cpu_seconds=cpu)
     finally:
         consumer.close()
 
@@ -1079,8 +1085,9 @@ def faust_child(
             return
         seconds = time.perf_counter() - progress["first"]
         result = {"records": progress["count"], "seconds": seconds, "tally": pipe.tally()}
-        if progress.get("error"):
-            result["error"] = progress["error"]
+        for extra in ("error", "main_cpu", "ingest_cpu"):  # (e) only
+            if progress.get(extra):
+                result[extra] = progress[extra]
         result_file.write_text(json.dumps(result))
         stopping.append(asyncio.ensure_future(worker.stop()))
 
@@ -1141,8 +1148,11 @@ def _app_path(
     conf = {"bootstrap.servers": bootstrap}
 
     def started(_records: int, _frames: int) -> None:
+        # runs in the ingest thread: its CPU time, from its first batch to its last
         if not progress["first"]:
             progress["first"] = time.perf_counter()
+            progress["ingest_cpu0"] = time.thread_time()
+        progress["ingest_cpu"] = time.thread_time() - progress["ingest_cpu0"]
 
     ingest = Ingest(
         conf,
@@ -1177,6 +1187,8 @@ def _app_path(
     @app.agent(events)  # type: ignore[untyped-decorator]
     async def decide_frames(stream: Any) -> None:
         async for key, value in stream.items():
+            if "main_cpu0" not in progress:
+                progress["main_cpu0"] = time.thread_time()
             records = decode_frame(value)
             state = cache.get(key)
             applied, decisions = decide_batch(
@@ -1196,6 +1208,7 @@ def _app_path(
                 cache.put(key, state)
             progress["count"] += len(records)
             if progress["count"] >= total:
+                progress["main_cpu"] = time.thread_time() - progress["main_cpu0"]
                 ingest.stop(0)
                 finish()
 
@@ -1222,7 +1235,15 @@ def faust_round(conf: dict[str, str], rules_dir: Path, mode: str, limit: int) ->
         data = json.loads(result_file.read_text())
     if data.get("error"):
         sys.exit(f"faust worker {app_id} failed: {data['error']}\n{log[-3000:]}")
-    return Result(data["records"], data["seconds"], data["tally"])
+    cpu = None
+    if data.get("main_cpu"):  # (e): CPU per record of its two threads (faust's, the ingest's)
+        per = 1e6 / data["records"]
+        cpu = data["main_cpu"] + data.get("ingest_cpu", 0)
+        print(
+            f"           (e) CPU: faust thread {data['main_cpu'] * per:.1f} us/record, "
+            f"ingest thread {data.get('ingest_cpu', 0) * per:.1f} us/record"
+        )
+    return Result(data["records"], data["seconds"], data["tally"], cpu_seconds=cpu)
 
 
 def _drop_app(conf: dict[str, str], app_id: str) -> None:
@@ -1329,7 +1350,10 @@ def main() -> None:
                 expected = RECORDS if key in WHOLE else prefix
                 assert result.records == expected, f"{name} read {result.records:,} records"
                 results[key].append(result)
-                print(f"  round {round_ + 1}: {name:<36} {result.rate:>9,.0f} records/s")
+                cpu = ""
+                if result.cpu_seconds:
+                    cpu = f"  ({result.cpu_seconds / result.records * 1e6:.1f} us CPU/record)"
+                print(f"  round {round_ + 1}: {name:<36} {result.rate:>9,.0f} records/s{cpu}")
         print(f"measured in {time.monotonic() - started:.0f} s")
     report(results, prefix)
 

@@ -252,8 +252,12 @@ def build_app(wiring: Wiring) -> faust.App:
             counters.malformed(events_name)
             log.warning("skipped a malformed frame for %s: %s", key, bad)
             return
-        if any(r.key is not None and r.key.startswith(_CONNECTOR_STATUS) for r in records):
-            await wiring.meta.refresh(key.partition("/")[0])  # a connector changed: re-read
+        for raw in records:  # a connector changed: re-read the metadata (rate-limited)
+            if raw.key is not None and raw.key.startswith(_CONNECTOR_STATUS):
+                found = sources.get(raw.topic)
+                if found is not None:
+                    await wiring.meta.refresh(found[0])
+                break
         now = wiring.clock()
         state = cache.get(key)
         try:

@@ -205,7 +205,15 @@ def test_poison_record_is_decided_once_after_the_third_failure_across_a_sigkill(
             check=False,
         )
         assert shown.returncode == 0, shown.stderr
-        assert [h["id"] for h in json.loads(shown.stdout)] == [decision["id"]]
+        shown_records = json.loads(shown.stdout)
+        assert [h["id"] for h in shown_records if h.get("kind") != "remediation"] == [
+            decision["id"]
+        ]
+        # Its outcome record: opted out (this test runs the decisions, not the remediation).
+        outcomes = [h for h in shown_records if h.get("kind") == "remediation"]
+        assert [(h["decision_id"], h["outcome"]) for h in outcomes] == [
+            (decision["id"], "suppressed_opt_out")
+        ]
     finally:
         daemon.kill(signal.SIGTERM)
         connect.delete(name)
