@@ -14,11 +14,10 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient
-from confluent_kafka.cimpl import NewTopic
+from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
 
 from offsetd.errors import OffsetdError
+from offsetd.topics import ensure_compacted_topic
 
 DEFAULT_TOPIC = "offsetd.audit"
 
@@ -29,20 +28,7 @@ class AuditError(OffsetdError):
 
 def ensure_topic(conf: Mapping[str, str], topic: str, timeout_s: float = 30.0) -> None:
     """Create the audit topic (compacted, one partition: decisions in order) if missing."""
-    admin = AdminClient(dict(conf))
-    metadata = admin.list_topics(timeout=timeout_s)
-    if topic in metadata.topics:
-        return
-    replicas = min(3, len(metadata.brokers)) or 1
-    future = admin.create_topics(
-        [NewTopic(topic, 1, replicas, config={"cleanup.policy": "compact"})],
-        operation_timeout=timeout_s,
-    )[topic]
-    try:
-        future.result(timeout=timeout_s)
-    except KafkaException as exc:
-        if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
-            raise AuditError(f"cannot create audit topic {topic}: {exc.args[0].str()}") from None
+    ensure_compacted_topic(conf, topic, what="audit topic", error=AuditError, timeout_s=timeout_s)
 
 
 def read_records(

@@ -222,18 +222,7 @@ class OffsetsService:
             # Nothing to write (e.g. an exported connector that had no offsets): never stop it.
             return Outcome(plan, "", plan.before, plan.prior_state, "nothing to change")
         await self._recheck(plan)
-        snapshot = Snapshot(
-            id=new_snapshot_id(self.now()),
-            created_at=self.now(),
-            connect_cluster=self.connect_cluster,
-            connector=plan.connector,
-            operation=plan.operation,
-            status="planned",
-            before=plan.before,
-            after=plan.after,
-            undo_of=plan.undo_of,
-        )
-        await self._record(snapshot)
+        snapshot = await self.snapshot(plan)
         try:
             return await self._change(plan, snapshot)
         except _Aborted as aborted:
@@ -255,30 +244,10 @@ class OffsetsService:
             await self._record(replace(snapshot, status="failed", message=str(exc)))
             raise _Aborted(type(exc)(f"{exc}; {restored}; offsets unchanged")) from None
         try:
-            if plan.patch is None:
-                message = await self.client.delete_offsets(plan.connector)
-            else:
-                message = await self.client.patch_offsets(plan.connector, list(plan.patch))
+            message = await self.write(plan, snapshot)
         except OffsetdError as exc:
-            raise _Aborted(await self._after_failed_write(plan, snapshot, exc)) from None
-        try:
-            actual = tuple(await self.client.offsets(plan.connector))
-        except OffsetdError as exc:
-            text = (
-                f"offsets of {plan.connector} were written but could not be read back ({exc}); "
-                "the connector is left STOPPED; check them and undo with "
-                f"`offsetd offsets undo {sid}`"
-            )
-            await self._record(replace(snapshot, status="left-stopped", message=text))
-            raise ChangeIncomplete(text) from None
-        mismatch = _mismatch(plan, actual)
-        if mismatch:
-            text = (
-                f"offsets of {plan.connector} read back differently ({mismatch}); the connector "
-                f"is left STOPPED; inspect it and undo with `offsetd offsets undo {sid}`"
-            )
-            await self._record(replace(snapshot, status="left-stopped", after=actual, message=text))
-            raise ChangeIncomplete(text)
+            raise _Aborted(exc) from None
+        actual = await self.read_back(plan, snapshot)
         warnings = _warnings(plan, message)
         try:
             final_state = await self._restore(plan)

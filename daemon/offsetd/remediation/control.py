@@ -32,12 +32,11 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient
-from confluent_kafka.cimpl import NewTopic
 
 from offsetd.config import Settings
 from offsetd.errors import ControlStoreUnavailable
 from offsetd.metrics.instruments import RemediationMetrics
+from offsetd.topics import ensure_compacted_topic
 
 __all__ = [
     "Approval",
@@ -366,23 +365,9 @@ def optout_record(
 
 def ensure_topic(conf: Mapping[str, str], topic: str, timeout_s: float = 30.0) -> None:
     """Create the control topic if missing: compacted, one partition (one order for all keys)."""
-    try:
-        admin = AdminClient(dict(conf))
-        metadata = admin.list_topics(timeout=timeout_s)
-        if topic in metadata.topics:
-            return
-        replicas = min(3, len(metadata.brokers)) or 1
-        future = admin.create_topics(
-            [NewTopic(topic, 1, replicas, config={"cleanup.policy": "compact"})],
-            operation_timeout=timeout_s,
-        )[topic]
-        future.result(timeout=timeout_s)
-    except KafkaException as exc:
-        error = exc.args[0]
-        if isinstance(error, KafkaError) and error.code() == KafkaError.TOPIC_ALREADY_EXISTS:
-            return
-        text = error.str() if isinstance(error, KafkaError) else str(error)
-        raise ControlStoreUnavailable(f"cannot create control topic {topic}: {text}") from None
+    ensure_compacted_topic(
+        conf, topic, what="control topic", error=ControlStoreUnavailable, timeout_s=timeout_s
+    )
 
 
 class ControlStore:

@@ -22,11 +22,10 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient
-from confluent_kafka.cimpl import NewTopic
+from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
 
 from offsetd.errors import OffsetdError
+from offsetd.topics import ensure_compacted_topic
 
 Status = Literal["running", "done", "aborted", "left_stopped", "failed", "superseded"]
 TERMINAL: tuple[Status, ...] = ("done", "aborted", "left_stopped", "failed", "superseded")
@@ -127,22 +126,9 @@ def locate_key(connect_cluster: str, connector: str) -> str:
 
 def ensure_topic(conf: Mapping[str, str], topic: str, timeout_s: float = 30.0) -> None:
     """Create the sagas topic: compacted, one partition (few records, read whole on start)."""
-    admin = AdminClient(dict(conf))
-    metadata = admin.list_topics(timeout=timeout_s)
-    if topic in metadata.topics:
-        return
-    replicas = min(3, len(metadata.brokers)) or 1
-    future = admin.create_topics(
-        [NewTopic(topic, 1, replicas, config={"cleanup.policy": "compact"})],
-        operation_timeout=timeout_s,
-    )[topic]
-    try:
-        future.result(timeout=timeout_s)
-    except KafkaException as exc:
-        if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
-            raise SagaStoreError(
-                f"cannot create sagas topic {topic}: {exc.args[0].str()}"
-            ) from None
+    ensure_compacted_topic(
+        conf, topic, what="sagas topic", error=SagaStoreError, timeout_s=timeout_s
+    )
 
 
 class SagaStore:
