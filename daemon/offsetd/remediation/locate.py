@@ -280,7 +280,7 @@ class _Locator:
                         raise
                     return NotLocated("config_rejected", str(exc))
             await self.client.restart_failed(name)
-            repeated = await self._failed_again(failed, timeout_s)
+            repeated = await self._failed_again(failed, timeout_s, before)
             if not repeated:
                 return NotLocated(
                     "failure_did_not_repeat",
@@ -349,11 +349,16 @@ class _Locator:
             )
         return Located(ref, "check", f"the record at the committed offset fails the check: {what}")
 
-    async def _failed_again(self, tasks: frozenset[int], timeout_s: float) -> bool:
-        """Wait until one of `tasks` is seen alive (restarted) and then FAILED again.
+    async def _failed_again(
+        self, tasks: frozenset[int], timeout_s: float, before: list[OffsetEntry]
+    ) -> bool:
+        """Wait until one of `tasks` has run again with one-record batches and FAILED again.
 
         The status cache may still show the old FAILED for a while after the restart request,
-        so a FAILED counts only after the same task was seen in a live state.
+        so a FAILED counts only after the same task was seen in a live state — or when the
+        group's committed offsets moved since the restart (the task ran: it delivered records
+        of the failed batch one by one). A restart-to-failure cycle faster than one poll with
+        nothing to deliver stays unproven: not located, never a guess.
         """
         alive: set[int] = set()
         deadline = time.monotonic() + timeout_s
@@ -366,6 +371,14 @@ class _Locator:
                     return True
                 if task.state in _ALIVE:
                     alive.add(task.id)
+            failed_now = any(t.id in tasks and t.state == "FAILED" for t in status.tasks)
+            if failed_now:
+                moved = _committed(await self.client.offsets(self.name))
+                if moved != _committed(before):
+                    # Settled, not a periodic commit caught mid-way: the same twice, 1.5 s apart.
+                    await asyncio.sleep(1.5)
+                    if _committed(await self.client.offsets(self.name)) == moved:
+                        return True
             await asyncio.sleep(self.poll_s)
         return False
 
