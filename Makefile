@@ -20,8 +20,8 @@ test: install
 
 check: lint types test
 
-# The main job on the embedded local stack: the stack, the daemon (observe mode, rules/examples),
-# a sink connector fed a poison record, and the daemon's decisions from `offsetd history`.
+# The main job on the embedded local stack: the stack, the daemon (enforce mode, rules/examples),
+# a sink connector fed a poison record, healed by the daemon (quarantine, skip, verify).
 demo: install
 	$(VENV)/offsetd dev demo
 
