@@ -155,6 +155,16 @@ def test_lingering_sink_tasks_500_is_retried() -> None:
     assert len(rec.sleeps) == 1
 
 
+def test_rebalance_expected_500_is_retried() -> None:
+    # Seen on the stack right after a connector's config was changed (RebalanceNeededException).
+    rec = Recorder(
+        error(500, "Request cannot be completed because a rebalance is expected"),
+        ok_message("done"),
+    )
+    assert call(rec, lambda c: c.patch_offsets("my-sink", ENTRIES)) == "done"
+    assert len(rec.requests) == 2
+
+
 def test_lingering_sink_tasks_500_forever_is_busy() -> None:
     rec = Recorder(error(500, LINGERING))
     with pytest.raises(ConnectBusy, match="zombie sink tasks"):

@@ -2,8 +2,9 @@
 
 Every failure becomes an `OffsetdError` subclass with a one-sentence message a person can act on.
 Connect's own transient states are retried here, once, for every caller: 409 while the group
-rebalances, and the 500 Connect returns while a stopped sink's tasks are still leaving the
-consumer group (Connect itself says that retrying is safe).
+rebalances, the 500 "a rebalance is expected" right after a config change, and the 500 Connect
+returns while a stopped sink's tasks are still leaving the consumer group (Connect itself says
+that retrying is safe).
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ from offsetd.offsets.model import OffsetEntry, entries_from_json
 
 OFFSETS_API_VERSION = (3, 6)
 _LINGERING_SINK_TASKS = "either because its tasks haven't stopped completely yet"
+# Connect's RebalanceNeededException, answered as a 500 right after a config change; retry.
+_REBALANCE_EXPECTED = "because a rebalance is expected"
 FRAMEWORK_ONLY_PREFIX = "The Connect framework-managed offsets"
 
 
@@ -320,7 +323,9 @@ def _error_message(response: httpx.Response) -> str:
 
 
 def _transient(status: int, message: str) -> bool:
-    return status == 409 or (status == 500 and _LINGERING_SINK_TASKS in message)
+    return status == 409 or (
+        status == 500 and (_LINGERING_SINK_TASKS in message or _REBALANCE_EXPECTED in message)
+    )
 
 
 def _error_for(status: int, message: str, what: str, name: str | None, url: str) -> OffsetdError:
