@@ -276,23 +276,26 @@ def build_app(wiring: Wiring) -> faust.App:
         except BaseException:
             cache.forget(key)
             raise
-        for decision in decisions:
-            await _decide_one(decision)
+        if decisions:
+            await _decide_all(decisions)
         if applied:
             cache.put(key, state)  # once per frame, not per event
 
-    async def _decide_one(decision: Decision) -> None:
-        """The one place a decision is written to the audit (and handed on from)."""
-        record = decision.audit_record(wiring.rules)
-        if await wiring.audit.write(record):
-            metrics.audit_writes.labels(decision.outcome).inc()
-            log.info("decision %s: %s", decision.id, decision.summary())
-            if wiring.remediator is not None:
-                # Enqueue only: remediations run as their own tasks. A replayed decision is
-                # already in the audit; the remediator's start-up scan resubmits those that
-                # never got an outcome, so a crash between audit and action loses nothing.
-                wiring.remediator.submit(decision)
-        metrics.decisions.labels(decision.rule, decision.mode, decision.outcome).inc()
+    async def _decide_all(decisions: list[Decision]) -> None:
+        """The one place decisions are written to the audit (and handed on from): a frame's
+        decisions in order, with one wait for all their acknowledgements."""
+        records = [decision.audit_record(wiring.rules) for decision in decisions]
+        written = await wiring.audit.write_many(records)
+        for decision, new in zip(decisions, written, strict=True):
+            if new:
+                metrics.audit_writes.labels(decision.outcome).inc()
+                log.info("decision %s: %s", decision.id, decision.summary())
+                if wiring.remediator is not None:
+                    # Enqueue only: remediations run as their own tasks. A replayed decision is
+                    # already in the audit; the remediator's start-up scan resubmits those that
+                    # never got an outcome, so a crash between audit and action loses nothing.
+                    wiring.remediator.submit(decision)
+            metrics.decisions.labels(decision.rule, decision.mode, decision.outcome).inc()
 
     @app.task  # type: ignore[untyped-decorator]
     async def start_remediation() -> None:

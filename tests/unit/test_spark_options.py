@@ -70,7 +70,7 @@ def test_local_conf_has_the_pinned_jars_and_no_secrets() -> None:
 
 
 def test_cluster_conf_uses_packages_and_fetches_nothing() -> None:
-    packages = "org.apache.spark:spark-sql-kafka-0-10_2.13:4.3.0"
+    packages = "org.apache.spark:spark-sql-kafka-0-10_2.13:4.0.0"
     conf = session_conf(SparkSettings(conf={"spark.jars.packages": packages}), "yarn")
     assert conf["spark.jars.packages"] == packages
     assert "spark.jars" not in conf

@@ -50,6 +50,12 @@ def check_pyspark(pom: Path, pyspark_version: str) -> None:
     """The jars are pinned for one pyspark; a Kafka source of another version fails at runtime
     with a NoClassDefFoundError deep in a task, so refuse up front instead."""
     wanted = pom_property(pom, "pyspark.version")
+    source = pom_property(pom, "spark.kafka.version")
+    if source != wanted:
+        raise SparkJobFailed(
+            f"{pom} pins Spark's Kafka source {source} for pyspark {wanted}: the two must be "
+            "the same Spark version"
+        )
     if wanted != pyspark_version:
         raise SparkJobFailed(
             f"{pom} pins Spark's Kafka source for pyspark {wanted}, but pyspark "
