@@ -6,13 +6,24 @@ import json
 from pathlib import Path
 from typing import Any
 
+import click
 from click.testing import CliRunner, Result
 
 from offsetd.cli import main
 
 
 def offsetd(config: Path, *args: str, input: str | None = None) -> Result:
-    return CliRunner().invoke(main, [*args[:2], "--config", str(config), *args[2:]], input=input)
+    """Run `offsetd <command path> --config <config> <rest>`: --config belongs to the leaf
+    command, however many group names lead to it (`pause`, `offsets list`, `lag serve`)."""
+    depth = 0
+    command: click.Command = main
+    while isinstance(command, click.Group) and depth < len(args):
+        found = command.commands.get(args[depth])
+        if found is None:
+            break
+        command, depth = found, depth + 1
+    argv = [*args[:depth], "--config", str(config), *args[depth:]]
+    return CliRunner().invoke(main, argv, input=input)
 
 
 def offsetd_json(config: Path, *args: str, input: str | None = None) -> Any:
