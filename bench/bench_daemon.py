@@ -57,6 +57,7 @@ from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 from ruamel.yaml import YAML
 
+from offsetd.audit import AuditLog
 from offsetd.engine import ConnectorMeta, ConnectorState, Decision, decide
 from offsetd.engine.batch import decide_batch
 from offsetd.engine.cache import StateCache
@@ -993,6 +994,8 @@ FAUST_MODES = {
     "take-noop": "diagnostic: take_events, only key and value touched",
     "events-cached": "diagnostic: (c) with the decoded states kept while the table holds them",
     "app": "(e): app.py's path: the ingest thread, frames per connector, faust + Table per frame",
+    "app-audit": "(f): (e) + every decision audited, AuditLog.write_many per frame (app.py)",
+    "app-audit-each": "(f1): (e) + every decision audited, one AuditLog.write per decision",
 }
 
 
@@ -1091,8 +1094,9 @@ def faust_child(
         result_file.write_text(json.dumps(result))
         stopping.append(asyncio.ensure_future(worker.stop()))
 
-    if mode == "app":
-        _app_path(app, bootstrap, table, pipe, progress, total, finish)
+    if mode.startswith("app"):
+        audit = {"app": "", "app-audit": "many", "app-audit-each": "each"}[mode]
+        _app_path(app, bootstrap, table, pipe, progress, total, finish, audit)
         worker.execute_from_commandline()
         return
 
@@ -1127,13 +1131,18 @@ def _app_path(
     progress: dict[str, Any],
     total: int,
     finish: Callable[[], None],
+    audit: str = "",
 ) -> None:
     """(e): what app.py runs. The ingest (`offsetd.ingest.Ingest`, a confluent-kafka thread)
     reads the copy topic in batches and sends one frame per connector and batch to the internal
     topic; a faust agent with the Table decides each frame as app.py's `_decide_frame` does
     (decode_frame, `StateCache`, `decide_batch`, one state write per frame). No audit writes and
     no metadata refresh, as in (c) and (d). Timed from the ingest's first batch to the last
-    record decided."""
+    record decided.
+
+    (f) adds what app.py does next: every decision's audit record, written to a fresh audit
+    topic with `AuditLog.write_many` (one wait per frame, as `_decide_all`); (f1) writes them
+    one at a time with `AuditLog.write` (one flush per decision, as app.py did before)."""
     events_name = f"{app.conf.id}-events"
     events = app.topic(
         events_name,
@@ -1146,6 +1155,9 @@ def _app_path(
     )
     cache = StateCache(table)
     conf = {"bootstrap.servers": bootstrap}
+    log = AuditLog(conf, f"{app.conf.id}-audit") if audit else None
+    if log is not None:
+        log.start()  # a fresh topic: nothing seen yet
 
     def started(_records: int, _frames: int) -> None:
         # runs in the ingest thread: its CPU time, from its first batch to its last
@@ -1204,6 +1216,13 @@ def _app_path(
             pipe.events += applied
             for decision in decisions:
                 count(decision)
+            if log is not None and decisions:
+                audit_records = [d.audit_record(pipe.rules) for d in decisions]
+                if audit == "each":
+                    for record in audit_records:
+                        await log.write(record)
+                else:
+                    await log.write_many(audit_records)
             if applied:
                 cache.put(key, state)
             progress["count"] += len(records)
@@ -1279,6 +1298,8 @@ READERS: dict[str, tuple[str, Reader]] = {
     "c": ("(c) faust events(), Table", faust_reader("events")),
     "d": ("(d) faust take_events(), Table", faust_reader("take")),
     "e": ("(e) app path: ingest + frames, Table", faust_reader("app", whole=True)),
+    "f": ("(f) (e) + audit, write_many per frame", faust_reader("app-audit", whole=True)),
+    "f1": ("(f1) (e) + audit, write per decision", faust_reader("app-audit-each", whole=True)),
     # diagnostics, not run by default
     "c-cached": ("(c) + decoded states kept", faust_reader("events-cached")),
     "c-dict": ("faust events(), dict, no Table", faust_reader("events-dict")),
@@ -1286,7 +1307,7 @@ READERS: dict[str, tuple[str, Reader]] = {
     "c-noop": ("faust events(), no work", faust_reader("events-noop")),
     "d-noop": ("faust take_events(), no work", faust_reader("take-noop")),
 }
-WHOLE = ("a", "b", "e")  # read the whole topic; the others the first --faust-records
+WHOLE = ("a", "b", "e", "f", "f1")  # read the whole topic; the others the first --faust-records
 
 
 def main() -> None:
