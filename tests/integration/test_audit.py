@@ -1,4 +1,4 @@
-"""The audit log on the real stack: batched writes keep order, write each id once, survive restarts."""
+"""The audit log on the real stack: batched writes keep order, write each id once, survive."""
 
 from __future__ import annotations
 

@@ -158,7 +158,9 @@ class SagaStore:
                 "enable.partition.eof": "false",
             }
         )
-        self._consumer.assign([TopicPartition(self.topic, 0, 0)])
+        # Assigned only while catching up: an assigned, idle consumer keeps a fetch waiting at
+        # the broker (fetch.wait.max.ms, 500 ms), and the watermark query that starts every
+        # catch-up would queue behind it on the same connection, before every saga step.
         self._position = 0
         self.catch_up_sync()
 
@@ -188,18 +190,27 @@ class SagaStore:
         with self._lock:
             tp = TopicPartition(self.topic, 0)
             _low, high = consumer.get_watermark_offsets(tp, timeout=timeout_s)
+            if self._position >= high:
+                return
             deadline = time.monotonic() + timeout_s
-            while self._position < high:
-                if time.monotonic() > deadline:
-                    raise SagaStoreError(
-                        f"could not read the sagas topic {self.topic} to its end within "
-                        f"{timeout_s:g} s (at {self._position} of {high})"
-                    )
-                for msg in consumer.consume(500, timeout=1.0):
-                    if msg.error() is not None:
-                        continue
-                    self._position = (msg.offset() or 0) + 1
-                    self._apply(msg)
+            consumer.assign([TopicPartition(self.topic, 0, self._position)])
+            try:
+                while self._position < high:
+                    if time.monotonic() > deadline:
+                        raise SagaStoreError(
+                            f"could not read the sagas topic {self.topic} to its end within "
+                            f"{timeout_s:g} s (at {self._position} of {high})"
+                        )
+                    # consume(n) returns once n records are there or at its timeout: ask for no
+                    # more than are left (a compacted gap at the end costs one timeout).
+                    wanted = max(1, min(500, high - self._position))
+                    for msg in consumer.consume(wanted, timeout=1.0):
+                        if msg.error() is not None:
+                            continue
+                        self._position = (msg.offset() or 0) + 1
+                        self._apply(msg)
+            finally:
+                consumer.unassign()
 
     def _apply(self, msg: Message) -> None:
         key, value = msg.key(), msg.value()
@@ -220,10 +231,13 @@ class SagaStore:
 
     def _put_sync(self, record: SagaRecord, timeout_s: float = 30.0) -> None:
         errors: list[str] = []
+        offsets: list[int] = []
 
-        def on_delivery(err: KafkaError | None, _msg: Message) -> None:
+        def on_delivery(err: KafkaError | None, msg: Message) -> None:
             if err is not None:
                 errors.append(err.str())
+            elif msg.offset() is not None:
+                offsets.append(int(msg.offset() or 0))
 
         self._producer.produce(
             self.topic, key=record.key.encode(), value=record.to_json(), on_delivery=on_delivery
@@ -234,7 +248,13 @@ class SagaStore:
                 f"progress of {record.key} was not acknowledged by {self.topic}: "
                 f"{errors[0] if errors else 'timed out'}"
             )
-        self._records[record.key] = record
+        with self._lock:
+            self._records[record.key] = record
+            if offsets and offsets[0] == self._position:
+                # Nobody wrote in between: our own record needs no reading back, so the next
+                # catch-up (before every step) finds nothing to fetch. A fetch for it would wait
+                # for the broker's fetch.wait.max.ms (500 ms) on every step.
+                self._position = offsets[0] + 1
 
     async def check_owner(self, record: SagaRecord) -> None:
         """Before a step: stop if a newer owner has taken this saga over."""

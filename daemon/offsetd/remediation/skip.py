@@ -12,18 +12,38 @@ as done and repeats nothing that matters twice:
 - patch: after a crash the offsets are read first — already the target: done; still the
   before-image: write again; anything else: leave the connector STOPPED and escalate.
 
-The offsets move only through `OffsetsService` (the toolkit's safe sequence, step by step), so
-snapshots and undo work exactly as for `offsetd offsets alter`.
+The offsets move only through `OffsetsService` (the toolkit's safe sequence, step by step, and
+its client for the PATCH), so snapshots and undo work exactly as for `offsetd offsets alter`.
+
+When Connect misbehaves mid-saga, every call is retried within `remediation.max_retries` per step
+(backoff 1 s doubling to 15 s), on top of the client's own retries of 409 and of the 500 Connect
+sends while a stopped sink's consumers linger:
+
+- reads, stop and resume are idempotent: retried when Connect does not answer (timeout, refused or
+  dropped connection), still refuses (409, lingering consumers), or answers a 5xx such as its own
+  `Request timed out`;
+- the PATCH writes absolute offsets, so it is idempotent too, but its outcome is unknown when the
+  answer is lost: the offsets are read back (retried) first, and the PATCH is written again only
+  while they are the before-image or the target (then it returns Connect's message, which says
+  whether only the framework-managed offsets changed).
+
+When the retries run out, the policy is the README's: nothing written (the offsets read back as
+the before-image) -> the connector is put back to its prior state, outcome `failed`; written, or
+not known -> it is left STOPPED (`left_stopped`: audit, critical notification,
+`offsetd_connector_left_stopped` = 1, the undo id in the message). A connector whose task fails
+again on the unskipped record after being put back *is* back in its prior state (RUNNING with a
+FAILED task): that is a rollback, not a connector left STOPPED.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
-from typing import Any, Protocol, TypeVar
+from typing import Any, NoReturn, Protocol, TypeVar
 
 from offsetd.connect.client import FRAMEWORK_ONLY_PREFIX, ConnectClient, ConnectorState
 from offsetd.errors import (
@@ -35,6 +55,7 @@ from offsetd.errors import (
 from offsetd.offsets.model import (
     ConnectorKind,
     OffsetEntry,
+    as_map,
     entries_from_json,
     mirror_partition,
     next_offset_of,
@@ -75,6 +96,9 @@ class SkipTimings:
     retry_first_s: float = 1.0
     retry_max_s: float = 15.0
     settle_s: float = 20.0
+    # The decision often comes from the DLQ record, ~0.5 s before Connect reports the task FAILED:
+    # the recheck looks often while it waits for that (a GET /status each time).
+    settle_poll_s: float = 0.1
 
 
 @dataclass(frozen=True)
@@ -164,7 +188,7 @@ class SkipSaga:
             failed = [t for t in status.tasks if t.state == "FAILED"]
             if failed or time.monotonic() >= deadline:
                 break
-            await asyncio.sleep(self.ctx.timings.poll_s)
+            await asyncio.sleep(self.ctx.timings.settle_poll_s)
         if not failed:
             raise SkipAborted(
                 f"{connector} has no FAILED task any more ({status.state}, tasks "
@@ -254,13 +278,7 @@ class SkipSaga:
                     "STOPPED (someone else changed them); left STOPPED for a person "
                     f"(undo id {snapshot.id})",
                 )
-        try:
-            message = await self.ctx.offsets.write(plan, snapshot)
-        except ChangeIncomplete as exc:
-            raise _Escalate("left_stopped", str(exc)) from None
-        except OffsetdError as exc:
-            # write() read the offsets back: unchanged, and the connector was put back.
-            raise _Escalate("failed", f"the patch was refused: {exc}") from None
+        message = await self._write(plan, snapshot)
         if message.startswith(FRAMEWORK_ONLY_PREFIX):
             raise _Escalate(
                 "left_stopped",
@@ -268,11 +286,95 @@ class SkipSaga:
                 f'("{message[:160]}"): the skip is unverified, so the connector is left '
                 f"STOPPED; check its external offsets, then resume it (undo id {snapshot.id})",
             )
-        try:
-            self._actual = await self.ctx.offsets.read_back(plan, snapshot)
-        except ChangeIncomplete as exc:
-            raise _Escalate("left_stopped", str(exc)) from None
+        self._actual = await self._read_back(plan, snapshot)
         return {}
+
+    async def _write(self, plan: Plan, snapshot: Snapshot) -> str:
+        """PATCH the plan's offsets; returns Connect's message. Retried within limits (see the
+        module's docstring); raises `_Escalate` when it cannot be done."""
+        assert plan.patch is not None
+        client, timings = self.ctx.offsets.client, self.ctx.timings
+        delay = timings.retry_first_s
+        error: OffsetdError | None = None
+        for attempt in range(timings.max_retries + 1):
+            try:
+                return await client.patch_offsets(plan.connector, list(plan.patch))
+            except OffsetdError as exc:
+                error = exc
+            # Refused, or the answer was lost: look before doing anything else.
+            now = await self._offsets_or_escalate(plan, snapshot, f"the PATCH failed ({error})")
+            if not (same_offsets(now, plan.before) or same_offsets(now, plan.after)):
+                await self._left_stopped(
+                    snapshot,
+                    now,
+                    f"the PATCH of {plan.connector} failed ({error}) and its offsets are now "
+                    "neither the before-image nor the target",
+                )
+            if not _retriable(error) or attempt == timings.max_retries:
+                if same_offsets(now, plan.before):
+                    await self.ctx.offsets.record_outcome(snapshot, "failed", now, str(error))
+                    raise await self._rollback(
+                        plan,
+                        f"the patch was refused ({error}; {attempt + 1} attempts), nothing "
+                        "was written",
+                    )
+                # Written (Connect applied it), but never answered: its message is unknown.
+                await self._left_stopped(
+                    snapshot,
+                    now,
+                    f"the offsets of {plan.connector} were written, but Connect never confirmed "
+                    f"the PATCH ({error}; {attempt + 1} attempts), so whether it changed only the "
+                    "framework-managed offsets is unknown",
+                )
+            log.warning(
+                "%s: patch failed (%s); offsets read back unchanged or at the target; "
+                "retry %d of %d in %.0f s",
+                self.record.key,
+                error,
+                attempt + 1,
+                timings.max_retries,
+                delay,
+            )
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, timings.retry_max_s)
+        raise AssertionError("unreachable")
+
+    async def _read_back(self, plan: Plan, snapshot: Snapshot) -> tuple[OffsetEntry, ...]:
+        """The offsets as Connect reports them after the PATCH (read with retries): every
+        patched partition must be exactly what was written, else the connector stays STOPPED."""
+        now = await self._offsets_or_escalate(plan, snapshot, "the offsets were written")
+        got = as_map(now)
+        for entry in plan.patch or ():
+            seen = got.get(entry.key)
+            if (seen.offset if seen else None) != entry.offset:
+                await self._left_stopped(
+                    snapshot,
+                    now,
+                    f"the offsets of {plan.connector} read back differently ({entry.key} should "
+                    f"be {entry.offset} but is {seen.offset if seen else 'absent'})",
+                )
+        return now
+
+    async def _offsets_or_escalate(
+        self, plan: Plan, snapshot: Snapshot, what: str
+    ) -> tuple[OffsetEntry, ...]:
+        try:
+            entries = await self._retrying("patch", lambda: self.ctx.client.offsets(plan.connector))
+        except OffsetdError as exc:
+            await self._left_stopped(
+                snapshot, snapshot.after, f"{what}, but they could not be read back ({exc})"
+            )
+        return tuple(entries)
+
+    async def _left_stopped(
+        self, snapshot: Snapshot, now: tuple[OffsetEntry, ...], why: str
+    ) -> NoReturn:
+        text = (
+            f"{why}; {self.record.connector} is left STOPPED: inspect it and undo with "
+            f"`offsetd offsets undo {snapshot.id}`, or resume it"
+        )
+        await self.ctx.offsets.record_outcome(snapshot, "left-stopped", now, text)
+        raise _Escalate("left_stopped", text)
 
     async def _resume(self) -> dict[str, Any]:
         plan, snapshot = await self._restored_plan()
@@ -283,12 +385,22 @@ class SkipSaga:
             await self.ctx.offsets.record_outcome(snapshot, "applied", self._actual, str(exc))
             raise _Escalate("failed", f"resumed, but {exc}", verify_failed=True) from None
         except OffsetdError as exc:
-            text = (
-                f"the offsets of {plan.connector} were changed, but resuming it failed ({exc}); "
-                f"it is left STOPPED (undo id {snapshot.id})"
-            )
-            await self.ctx.offsets.record_outcome(snapshot, "left-stopped", self._actual, text)
-            raise _Escalate("left_stopped", text) from None
+            # A resume whose answer never came may still have been carried out: look first.
+            try:
+                status = await self._retrying(
+                    "resume", lambda: self.ctx.client.status(plan.connector)
+                )
+            except OffsetdError:
+                status = None
+            if status is None or status.state == "STOPPED":
+                text = (
+                    f"the offsets of {plan.connector} were changed, but resuming it failed "
+                    f"({exc}); it is left STOPPED (undo id {snapshot.id})"
+                )
+                await self.ctx.offsets.record_outcome(snapshot, "left-stopped", self._actual, text)
+                raise _Escalate("left_stopped", text) from None
+            # Connect did resume it; the verify step decides whether it runs.
+            final = f"{status.state} (the resume was carried out; its answer was lost: {exc})"
         await self.ctx.offsets.record_outcome(snapshot, "applied", self._actual, f"now {final}")
         return {"resumed_at_ms": self.ctx.now_ms()}
 
@@ -393,8 +505,22 @@ class SkipSaga:
     async def _rollback(self, plan: Plan, why: str) -> _Escalate:
         """Nothing was written: put the connector back as it was, or say it is STOPPED."""
         try:
-            final = await self.ctx.offsets.restore_state(plan)
+            final = await self._retrying("rollback", lambda: self.ctx.offsets.restore_state(plan))
         except OffsetdError as exc:
+            # Resumed, and its task failed again on the record that was not skipped: that is the
+            # state it had before the saga. Only a connector still STOPPED was left STOPPED.
+            try:
+                status = await self._retrying(
+                    "rollback", lambda: self.ctx.client.status(plan.connector)
+                )
+            except OffsetdError:
+                status = None
+            if status is not None and status.state != "STOPPED":
+                return _Escalate(
+                    "failed",
+                    f"{why}; {plan.connector} was put back: it is {status.state} with tasks "
+                    f"{[t.state for t in status.tasks]} ({exc}), offsets unchanged",
+                )
             return _Escalate(
                 "left_stopped",
                 f"{why}; putting {plan.connector} back to {plan.prior_state} failed ({exc}): "
@@ -403,14 +529,15 @@ class SkipSaga:
         return _Escalate("failed", f"{why}; {plan.connector} is {final} again, offsets unchanged")
 
     async def _retrying(self, step: str, call: Callable[[], Awaitable[T]]) -> T:
-        """Connect not answering (or still busy after the client's own retries): try again."""
+        """An idempotent call: Connect not answering, still busy after the client's own
+        retries, or answering a 5xx: try again, within `max_retries`."""
         timings = self.ctx.timings
         delay = timings.retry_first_s
         for attempt in range(timings.max_retries + 1):
             try:
                 return await call()
-            except (ConnectUnavailable, ConnectBusy) as exc:
-                if attempt == timings.max_retries:
+            except OffsetdError as exc:
+                if attempt == timings.max_retries or not _retriable(exc):
                     raise
                 log.warning(
                     "%s: %s failed (%s); retry %d of %d in %.0f s",
@@ -454,6 +581,20 @@ class SkipSaga:
             verify_failed=bool(esc and esc.verify_failed),
             stopped_s=stopped_s,
         )
+
+
+_SERVER_ERROR = re.compile(r"Connect answered 5\d\d\b")
+# Connect's REST layer gave up waiting for its herder (RestServer's 90 s): the request may still
+# be carried out, so what it did is unknown, not refused.
+_REQUEST_TIMED_OUT = "Request timed out"
+
+
+def _retriable(exc: OffsetdError) -> bool:
+    """Worth trying again (for an idempotent call): no answer, busy, or a server-side 5xx."""
+    if isinstance(exc, (ConnectUnavailable, ConnectBusy)):
+        return True
+    text = str(exc)
+    return _REQUEST_TIMED_OUT in text or _SERVER_ERROR.search(text) is not None
 
 
 class _Escalate(Exception):
