@@ -11,6 +11,9 @@ re-deliver exactly the records from each partition's target on.
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -18,14 +21,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pyspark
 import pytest
 from confluent_kafka import KafkaError, Message, Producer
 
 from offsetd.config import SparkSettings
 from offsetd.spark import scan
+from offsetd.spark.jars import ensure_spark_kafka_jars
 from offsetd.spark.plan import PartitionRange, load_plan, summary_path
 from offsetd.spark.session import start_session
 from tests.integration.cliutil import offsetd
+from tests.integration.conftest import REPO
 from tests.integration.kafkautil import (
     ConnectClient,
     create_topic,
@@ -192,6 +198,34 @@ def test_first_match_plan_is_applied_and_redelivers_exactly(
     time.sleep(2)  # anything beyond the expected records would show up now
     new_lines = out.read_bytes().splitlines()[before:]
     assert Counter(new_lines) == redelivered
+
+
+def test_spark_submit_runs_the_same_job(
+    offsetd_yaml: Path, produced: Produced, sink: tuple[str, Path], tmp_path: Path
+) -> None:
+    """The job file runs under the real `spark-submit`, whose --master wins over the config's."""
+    name, _ = sink
+    by_cli = tmp_path / "cli.json"
+    code, stdout, stderr = _plan(offsetd_yaml, name, by_cli, *_with_schema("--mode", "first-match"))
+    assert code == 0, stdout + stderr
+    by_submit = tmp_path / "submitted.json"
+    jars = ",".join(str(p) for p in ensure_spark_kafka_jars(pyspark.__version__))
+    venv_bin = Path(sys.executable).parent
+    command = [str(venv_bin / "spark-submit"), "--master", "local[1]", "--jars", jars]
+    command += [str(REPO / "daemon" / "offsetd" / "spark" / "__main__.py")]
+    command += ["--config", str(offsetd_yaml), "--connector", name, "--out", str(by_submit)]
+    command += _with_schema("--mode", "first-match")
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
+    done = subprocess.run(
+        command, capture_output=True, text=True, env=env, timeout=600, check=False
+    )
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]
+    said = done.stdout + done.stderr  # spark-submit hands the driver's stderr to stdout
+    started = [line for line in said.splitlines() if "starting Spark" in line]
+    assert started, said[-3000:]
+    assert "(local[1])" in started[0], started  # spark-submit's master, not offsetd.yaml's
+    assert _targets(by_submit) == _targets(by_cli)
+    assert _targets(by_cli) == {p: produced.bad(p)[0] for p in range(PARTITIONS) if produced.bad(p)}
 
 
 def test_after_last_match_plan(

@@ -12,11 +12,13 @@ must name it with `spark.jars.packages` (or ship it in their image).
 from __future__ import annotations
 
 import logging
+import os
 import tempfile
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import pyspark
+from pyspark import SparkConf, SparkContext
 from pyspark.sql import SparkSession
 
 from offsetd.config import SparkSettings
@@ -59,10 +61,23 @@ def session_conf(settings: SparkSettings, master: str) -> dict[str, str]:
     return conf
 
 
+def submitted_master() -> str | None:
+    """The master `spark-submit --master` chose, when spark-submit started this process.
+
+    spark-submit launches the JVM first and hands pyspark its gateway; the master it was given
+    is then one of the JVM's Spark properties, and it wins over offsetd.yaml's `spark.master`
+    (the same job file runs unchanged on YARN, Kubernetes or a standalone cluster)."""
+    if not os.environ.get("PYSPARK_GATEWAY_PORT"):
+        return None
+    SparkContext._ensure_initialized()  # connect to that JVM, so the conf reads its properties
+    master = SparkConf().get("spark.master", None)
+    return str(master) if master else None
+
+
 def start_session(
     settings: SparkSettings, master: str | None = None, say: Callable[[str], None] | None = None
 ) -> SparkSession:
-    master = master or settings.master
+    master = master or submitted_master() or settings.master
     conf = session_conf(settings, master)
     if say is not None:
         say(f"starting Spark {pyspark.__version__} ({master})")
