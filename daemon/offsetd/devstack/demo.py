@@ -91,14 +91,15 @@ def run_demo(stack: Stack, config_path: Path, say: Callable[[str], None]) -> lis
     poison = _produce(west, [b"{this is not json"])[0]
     _produce(west, [json.dumps({"order": 200}).encode()])
     say(f"produced a poison record at {TOPIC}-0@{poison} (after good ones at {offsets})")
-    for failure in (1, 2, 3):
+    for failure in (1, 2):
         _wait(f"failure {failure}", lambda: _task_states(http, path) == ["FAILED"])
-        say(f"the sink task failed ({failure}/3) on the poison record")
-        if failure < 3:
-            http.post(f"{path}/restart", params={"includeTasks": "true", "onlyFailed": "true"})
-            time.sleep(2)
+        say(f"the sink task failed ({failure}/3) on the poison record; restarting it")
+        http.post(f"{path}/restart", params={"includeTasks": "true", "onlyFailed": "true"})
+        time.sleep(2)
+    # The third failure is not waited for here: offsetd acts on it within a second or two
+    # (stopping the connector), faster than a status poll could be sure to see FAILED.
     conf = {"bootstrap.servers": west}
-    say("waiting for offsetd to quarantine the record, skip it and verify the sink (~30 s)")
+    say("on its third failure offsetd quarantines the record, skips it and verifies the sink")
     _wait(
         "the skip to be executed and verified",
         lambda: any(

@@ -7,6 +7,12 @@ when a skip for the same connector arrives (the skip stops and resumes the conne
 
 Observe mode cannot write by construction: the guard verdict for an observe decision is
 `dry_run`, and `_act` — the only path that reaches a writing call — is never entered for it.
+Observe still reads (the failing-connector count, the connector's class) so that its `would_be`
+says what enforce would really have done.
+
+A decision is handled once per process: the stream and the start-up scan for decisions without
+an outcome can both hand over the same one (a decision audited just before `start` ran), and
+handling it twice would restart twice or eat a second unit of the skip budget.
 """
 
 from __future__ import annotations
@@ -15,7 +21,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -31,6 +37,7 @@ from offsetd.offsets.operations import OffsetsService, Timeouts
 from offsetd.offsets.snapshots import SnapshotStore
 from offsetd.remediation.control import ControlStore
 from offsetd.remediation.guards import (
+    OFFSET_ACTIONS,
     WRITING_ACTIONS,
     GuardContext,
     WritePermit,
@@ -39,6 +46,7 @@ from offsetd.remediation.guards import (
 )
 from offsetd.remediation.locate import restore_override
 from offsetd.remediation.notify import notify
+from offsetd.remediation.rewind import RewindResult, RewindRunner
 from offsetd.remediation.sagas import SagaRecord, SagaStore, skip_key
 from offsetd.remediation.skip import (
     Quarantine,
@@ -75,7 +83,7 @@ class Remediator:
     locator: Locator
     meta: Callable[[str, str], ConnectorMeta | None]
     owner: str = "offsetd"
-    rewind: Callable[[OffsetsService, Decision, dict[str, Any]], Awaitable[str]] | None = None
+    rewind: RewindRunner | None = None
     now_ms: Callable[[], int] = field(default=lambda: int(time.time() * 1000))
     http_timeout_s: float = 15.0
     poll_s: float = 1.0
@@ -83,13 +91,24 @@ class Remediator:
     _workers: dict[str, asyncio.Task[None]] = field(default_factory=dict)
     _skip_pending: dict[str, asyncio.Event] = field(default_factory=dict)
     _waiting_approval: dict[str, Decision] = field(default_factory=dict)
+    _submitted: set[str] = field(default_factory=set)
     _background: list[asyncio.Task[None]] = field(default_factory=list)
     _recovering: list[asyncio.Task[None]] = field(default_factory=list)
 
     # -- entry points ---------------------------------------------------------------------------
 
     def submit(self, decision: Decision) -> None:
-        """Enqueue a decision for its connector's worker task; never blocks the stream."""
+        """Enqueue a decision for its connector's worker task; never blocks the stream.
+
+        A decision already handed over in this process is ignored (see the module docstring).
+        """
+        if decision.id in self._submitted:
+            log.info("decision %s was already handed over; not handling it twice", decision.id)
+            return
+        self._submitted.add(decision.id)
+        self._enqueue(decision)
+
+    def _enqueue(self, decision: Decision) -> None:
         owner = f"{decision.connect_cluster}/{decision.connector}"
         if "skip-record" in decision.action_types and decision.outcome == "planned":
             self._skip_pending.setdefault(owner, asyncio.Event()).set()
@@ -107,29 +126,46 @@ class Remediator:
             if owns(record.connect_cluster, record.connector):
                 recovering.add(record.decision_id)
                 self._recovering.append(asyncio.create_task(self._recover(record)))
-        for decision in await self._unhandled(owns):
-            if decision.id not in recovering:
+        unhandled, waiting = await self._unhandled(owns)
+        for decision in unhandled:
+            if decision.id not in recovering and decision.id not in self._submitted:
                 log.warning("decision %s has no outcome yet (crash?); handling it", decision.id)
                 self.submit(decision)
+        for decision in waiting:
+            # Its approval (pending or already given) lives in the control topic; only the
+            # decision itself was in the memory of the process that asked for it.
+            self._waiting_approval.setdefault(decision.id, decision)
         self._background.append(asyncio.create_task(self._approvals_loop()))
 
-    async def _unhandled(self, owns: Callable[[str, str], bool]) -> list[Decision]:
-        """Recent decisions in the audit with no remediation outcome: a crash came between."""
+    async def _unhandled(
+        self, owns: Callable[[str, str], bool]
+    ) -> tuple[list[Decision], list[Decision]]:
+        """Decisions of the audit still to handle: those with no remediation outcome at all
+        (a crash came between the audit and the action) and those whose only outcome is
+        `awaiting_approval` (the approval outlives a restart, so must the wait for it)."""
         records = await asyncio.to_thread(read_records, self.audit.conf, self.audit.topic)
-        handled = {r.get("decision_id") for r in records if r.get("kind") == "remediation"}
+        outcomes: dict[str, set[str]] = {}
+        for r in records:
+            if r.get("kind") == "remediation":
+                outcomes.setdefault(str(r.get("decision_id")), set()).add(str(r.get("outcome")))
         since = self.now_ms() - RESUBMIT_WITHIN_MS
-        found = []
+        found, waiting = [], []
         for raw in records:
-            if raw.get("kind") == "remediation" or raw.get("id") in handled:
+            if raw.get("kind") == "remediation":
+                continue
+            seen = outcomes.get(str(raw.get("id")))
+            if seen == {"awaiting_approval"} and raw.get("outcome") == "planned":
+                if owns(str(raw.get("connect_cluster")), str(raw.get("connector"))):
+                    waiting.append(_decision_from_audit(raw))
+                continue
+            if seen:
                 continue
             if raw.get("outcome") != "planned" or int(raw.get("decided_at_ms", 0)) < since:
                 continue
             if not owns(str(raw.get("connect_cluster")), str(raw.get("connector"))):
                 continue
-            found.append(
-                Decision.model_validate({k: v for k, v in raw.items() if k != "rule_spec"})
-            )
-        return found
+            found.append(_decision_from_audit(raw))
+        return found, waiting
 
     async def stop(self) -> None:
         tasks = [*self._workers.values(), *self._background, *self._recovering]
@@ -152,9 +188,10 @@ class Remediator:
             decision = await queue.get()
             try:
                 await self.handle(decision)
-            except Exception:  # one bad remediation must not stop the connector's queue
+            except Exception as exc:  # one bad remediation must not stop the connector's queue
                 log.exception("remediation of %s failed unexpectedly", decision.id)
-                self.metrics.outcomes.labels(decision.rule, "failed").inc()
+                # Every decision gets an outcome in the audit, an unexpected failure too.
+                await self._finish(decision, "failed", f"unexpected error: {exc!r}", {})
             finally:
                 queue.task_done()
 
@@ -178,9 +215,9 @@ class Remediator:
             state = self.control.state
         failing: int | None = 0
         writes = set(decision.action_types) & WRITING_ACTIONS
-        if cluster is not None and decision.mode != "observe" and writes:
+        if cluster is not None and writes:  # a read: observe counts too, for its would_be
             failing = await self._failing_connectors(cluster)
-        meta = self.meta(decision.connect_cluster, decision.connector)
+        meta = await self._meta(decision, cluster)
         verdict = evaluate(
             decision,
             GuardContext(
@@ -213,7 +250,28 @@ class Remediator:
         if cluster is None:
             await self._finish(decision, "failed", "unknown Connect cluster", {})
             return "failed"
-        return await self._act(decision, cluster, verdict.permit)
+        return await self._act(decision, cluster, verdict.permit, verdict.guard, verdict.detail)
+
+    async def _meta(
+        self, decision: Decision, cluster: ConnectCluster | None
+    ) -> ConnectorMeta | None:
+        """The connector's class and type: from the cache, else read from Connect now.
+
+        The cache fills from status records, which a daemon started after the connector's
+        failure may not have read yet when the DLQ record decides: without this, the
+        allowlist would refuse a sink as "an unknown class".
+        """
+        meta = self.meta(decision.connect_cluster, decision.connector)
+        moves = set(decision.action_types) & OFFSET_ACTIONS
+        if meta is not None or cluster is None or not moves:
+            return meta
+        try:
+            async with ConnectClient.for_cluster(cluster, timeout_s=self.http_timeout_s) as client:
+                info = await client.info(decision.connector)
+        except OffsetdError as exc:
+            log.warning("could not read %s's class: %s", decision.connector, exc)
+            return None
+        return ConnectorMeta(connector_class=info.connector_class, connector_type=info.type)
 
     async def _notify_only(self, decision: Decision, outcome: str) -> None:
         """A held-back decision still tells people when its rule says notify (not for dry runs)."""
@@ -232,13 +290,21 @@ class Remediator:
             timeout_ms=self.settings.webhook_timeout,
         )
 
-    async def _act(self, decision: Decision, cluster: ConnectCluster, permit: WritePermit) -> str:
+    async def _act(
+        self,
+        decision: Decision,
+        cluster: ConnectCluster,
+        permit: WritePermit,
+        guard: str = "none",
+        verdict: str = "",
+    ) -> str:
         """The only path to a writing call; it needs the guards' permit for this decision."""
         if permit.decision_id != decision.id:
             raise ValueError(f"permit {permit} is not for decision {decision.id}")
         calls: list[dict[str, Any]] = []
         started = time.monotonic()
-        outcome, message, extra = "executed", "", dict[str, Any]()
+        outcome, message = "executed", ""
+        extra: dict[str, Any] = {"guard": guard, "verdict": verdict}
         async with self._client(cluster, calls) as client:
             for action in decision.actions:
                 try:
@@ -292,7 +358,10 @@ class Remediator:
             if self.rewind is None:
                 return "failed", "rewind is not available in this worker", {}
             service = self._offsets_service(client, decision.connect_cluster)
-            return "executed", await self.rewind(service, decision, params), {}
+            result = await self.rewind.run(service, self.sagas, decision, params)
+            return await self._rewind_outcome(
+                decision.connect_cluster, decision.connector, decision, result
+            )
         if kind == "skip-record":
             return await self._skip(client, decision, params)
         return "failed", f"unknown action {kind}", {}
@@ -305,8 +374,7 @@ class Remediator:
         owner = f"{decision.connect_cluster}/{decision.connector}"
         try:
             record, how, why = await self.locator.locate(client, decision, self.sagas)
-            if record is None:
-                self.metrics.outcomes.labels(decision.rule, "not_located").inc()
+            if record is None:  # counted once, by _finish, like every outcome
                 return "not_located", why, {"not_located": how}
             key = skip_key(
                 decision.connect_cluster,
@@ -353,6 +421,9 @@ class Remediator:
             await self.sagas.put(record.ended("done", self.now_ms(), "override restored"))
             log.warning("restored the max.poll.records override of %s", record.connector)
             return
+        if record.kind == "rewind":
+            await self._recover_rewind(cluster, record)
+            return
         if record.kind != "skip" or record.record is None:
             return
         taken = await self.sagas.put(
@@ -386,15 +457,20 @@ class Remediator:
         }
         if result.stopped_s:
             self.metrics.stopped_seconds.labels(*labels).inc(result.stopped_s)
-        if result.status == "done":
-            topic = str((rec.record or {}).get("topic", ""))
-            self.metrics.skipped.labels(*labels, topic).inc()
+        topic = str((rec.record or {}).get("topic", ""))
+        # What happened counts, whatever came after: a copy made is a record quarantined, an
+        # offset written past the record is a skip (for the metric, the budget and the breaker),
+        # even when the connector then failed again and the saga ended `failed`.
+        if rec.done("quarantine"):
             self.metrics.quarantined.labels(*labels, topic).inc()
-            self.metrics.left_stopped.labels(*labels).set(0)
+        if rec.done("patch"):
+            self.metrics.skipped.labels(*labels, topic).inc()
             keep = max(self.settings.skip_budget.per, self.settings.breaker_window)
             await asyncio.to_thread(
                 self.control.record_skip, rec.connect_cluster, rec.connector, keep
             )
+        if result.status == "done":
+            self.metrics.left_stopped.labels(*labels).set(0)
             return "executed", result.message, extra
         if result.left_stopped:
             self.metrics.left_stopped.labels(*labels).set(1)
@@ -447,6 +523,42 @@ class Remediator:
             now_ms=self.now_ms,
         )
 
+    # -- rewind ---------------------------------------------------------------------------------
+
+    async def _rewind_outcome(
+        self, connect_cluster: str, connector: str, decision: Decision | None, result: RewindResult
+    ) -> tuple[str, str, dict[str, Any]]:
+        """Metrics and escalation for a rewind's end; the outcome for the audit."""
+        labels = (connect_cluster, connector)
+        if result.stopped_s:
+            self.metrics.stopped_seconds.labels(*labels).inc(result.stopped_s)
+        self.metrics.left_stopped.labels(*labels).set(1 if result.left_stopped else 0)
+        if result.left_stopped:
+            log.error("LEFT STOPPED: %s: %s", connector, result.message)
+        if decision is not None and result.outcome == "failed":
+            await self._notify(decision, {"severity": "critical"}, "failed")
+        return result.outcome, result.message, dict(result.extra)
+
+    async def _recover_rewind(self, cluster: ConnectCluster, record: SagaRecord) -> None:
+        """A rewind an earlier life of this worker left unfinished: restore or escalate."""
+        if self.rewind is None:
+            log.error("rewind %s is unfinished, but this worker cannot rewind", record.key)
+            self.metrics.left_stopped.labels(record.connect_cluster, record.connector).set(1)
+            return
+        decision = await self._decision_of(record)
+        calls: list[dict[str, Any]] = []
+        async with self._client(cluster, calls) as client:
+            service = self._offsets_service(client, record.connect_cluster)
+            result = await self.rewind.recover(service, self.sagas, record)
+        log.warning("recovered rewind %s: %s", record.key, result.message)
+        outcome, message, extra = await self._rewind_outcome(
+            record.connect_cluster, record.connector, decision, result
+        )
+        if decision is not None:
+            extra["http_calls"] = calls
+            extra["recovered"] = True
+            await self._finish(decision, outcome, message, extra)
+
     # -- plumbing -------------------------------------------------------------------------------
 
     def _offsets_service(self, client: ConnectClient, connect_cluster: str) -> OffsetsService:
@@ -459,7 +571,8 @@ class Remediator:
             timeouts=Timeouts(
                 stop_s=self.settings.stop_timeout / 1000,
                 resume_s=self.settings.resume_timeout / 1000,
-                poll_s=0.5,
+                # waiting for STOPPED / RUNNING: a GET /status per poll, for a second or two
+                poll_s=0.1,
             ),
             log=lambda msg: log.info("%s", msg),
         )
@@ -557,8 +670,9 @@ class Remediator:
                     continue
                 decision = self._waiting_approval.pop(decision_id, None)
                 if decision is not None:
-                    log.info("decision %s was approved; acting", decision_id)
-                    self.submit(decision)
+                    log.info("decision %s was %s; handling it", decision_id, approval.status)
+                    self._submitted.add(decision_id)
+                    self._enqueue(decision)  # a second handling, on purpose: the answer
 
 
 def _failure_trigger(decision: Decision) -> bool:

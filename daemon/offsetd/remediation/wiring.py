@@ -22,6 +22,7 @@ from offsetd.remediation.control import ControlStore
 from offsetd.remediation.executor import Remediator
 from offsetd.remediation.locate import Located, locate
 from offsetd.remediation.quarantine import SagaQuarantine
+from offsetd.remediation.rewind import RewindRunner
 from offsetd.remediation.sagas import SagaRecord, SagaStore, locate_key
 
 CHECK = TypeAdapter[Any](RecordCheck)
@@ -157,6 +158,7 @@ def build_remediator(
         locator=SagaLocator(settings, owner),
         meta=meta_of,
         owner=owner,
+        rewind=RewindRunner(settings, owner=owner),
     )
 
 
