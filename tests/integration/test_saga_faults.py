@@ -318,6 +318,20 @@ def test_patch_refused_beyond_the_retries_puts_the_connector_back_unchanged(
         assert run.metric("offsetd_notifications_total", rule=RULE, result="logged") == 1
         # The copy was made before the stop (no copy, no skip); the record stays where it was.
         assert len(quarantined(west, run, p)) == 1
+
+        # Connect heals; the next decision on the same record finishes the skip and finds the
+        # copy made the first time (same saga key): still exactly one quarantine record.
+        proxy.clear()
+        outcome, _registry = asyncio.run(_remediate(config, p))
+        assert outcome == "executed"
+        assert len(quarantined(west, run, p)) == 1
+        connect.wait_running(p.name)
+        wait_for("the group past N", lambda: (committed(connect, p.name) or 0) > p.poison)
+        wait_for(
+            "every good record in the sink",
+            lambda: len(p.sink.read_text().splitlines()) == len(GOOD_LINES),
+        )
+        assert p.sink.read_text().splitlines() == GOOD_LINES
     finally:
         connect.delete(p.name)
 

@@ -401,6 +401,9 @@ class Remediator:
                 located_by=how,
                 started_at_ms=now,
                 updated_at_ms=now,
+                # A retry of a rolled-back skip of the same record finds the copy made then
+                # (same saga key) instead of quarantining the record a second time.
+                quarantine_mark=existing.quarantine_mark if existing else None,
             )
             await self.sagas.put(saga)
             result = await SkipSaga(self._skip_context(client, decision), saga).run()
