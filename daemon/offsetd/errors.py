@@ -5,6 +5,7 @@ type, print its message (never a traceback) and exit with its `exit_code`. Each 
 script may want to tell apart has its own code::
 
     OffsetdError                exit 1   base: anything offsetd reports to the operator
+    ├── RulesError              exit 1   a rule file is invalid (offsetd.rules.loading)
     ├── ConfigError             exit 2   the configuration file or environment is invalid
     ├── DevStackError           exit 3   the local stack (offsetd.devstack.errors)
     ├── ConnectorNotFound       exit 4   Connect answered 404 for the connector
@@ -16,12 +17,28 @@ script may want to tell apart has its own code::
     ├── ConnectorStateRefused   exit 10  the connector is FAILED/UNASSIGNED: nothing was touched
     ├── StrimziManaged          exit 11  the cluster is run by Strimzi: change offsets via its CRs
     ├── ConnectUnavailable      exit 12  Connect could not be reached or refused us
-    ├── ChangeIncomplete        exit 13  a change failed past the stop step (state is reported)
+    ├── ChangeIncomplete        exit 13  a change failed past the stop step (state is reported);
+    │                                    offline: OfflineWriteIncomplete (offsets.offline_plan)
     ├── OfflineRefused          exit 14  offline writes while workers run (offsetd.offsets.offline)
     ├── UndoConflict            exit 15  offsets moved since the change being undone
     ├── SnapshotNotFound        exit 16  no snapshot with that id (offsetd.offsets.snapshots)
     ├── TargetOutOfRange        exit 17  a target lies outside a partition's log
-    └── SnapshotStoreError      exit 18  the snapshot store is unusable or a snapshot is corrupt
+    ├── SnapshotStoreError      exit 18  the snapshot store is unusable or a snapshot is corrupt
+    ├── AuditError              exit 19  a decision was not acknowledged by the audit topic
+    ├── ClusterMismatch         exit 20  a Connect cluster's Kafka is not the bootstrap's (run)
+    ├── ControlStoreUnavailable exit 23  the control topic (pause, approvals, breakers) is unusable
+    ├── ControlRefused          exit 24  a control command refused (unknown decision id, ...)
+    ├── InvalidPredicate        exit 25  a rewind predicate does not parse or is not allowed
+    ├── SkipRunRefused          exit 26  skip-run matches are not one run from the committed offset
+    ├── NothingToRewind         exit 27  no partition of the scan matched: no plan written
+    ├── SparkJobFailed          exit 28  Spark, its jars or the scan failed
+    ├── QuarantineFailed        exit 40  the quarantine copy was not acknowledged
+    ├── ConfigNotRestored       exit 41  locating could not restore the connector's config
+    ├── RecordUnavailable       exit 42  the record to check or copy is no longer in the log
+    ├── SagaStoreError          exit 43  the sagas topic is unusable
+    ├── Superseded              exit 44  a newer owner epoch took the saga over: this one stops
+    ├── SkipAborted             exit 45  a skip saga stopped before writing (nothing changed)
+    └── RewindRefused           exit 55  a rewind action's target or plan does not fit the connector
 
 Messages must be safe to print and log: they never carry secret values.
 """
