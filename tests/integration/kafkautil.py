@@ -156,6 +156,22 @@ def json_file_sink(topic: str, out: Path, **extra: str) -> dict[str, str]:
     }
 
 
+def dlq_json_file_sink(topic: str, out: Path, dlq: str, **extra: str) -> dict[str, str]:
+    """The poison-record recipe: `json_file_sink` that dies on a bad record (tolerance none)
+    after Connect wrote it, with its context headers, to the DLQ `dlq`."""
+    return json_file_sink(
+        topic,
+        out,
+        **{
+            "errors.tolerance": "none",
+            "errors.deadletterqueue.topic.name": dlq,
+            "errors.deadletterqueue.topic.replication.factor": "1",
+            "errors.deadletterqueue.context.headers.enable": "true",
+            **extra,
+        },
+    )
+
+
 def string_file_source(source: Path, topic: str) -> dict[str, str]:
     """A FileStreamSource writing each line of `source` as a plain string record."""
     return {

@@ -29,7 +29,7 @@ from tests.integration.kafkautil import (
     ConnectClient,
     consume_all,
     create_topic,
-    json_file_sink,
+    dlq_json_file_sink,
     produce,
     unique,
     wait_for,
@@ -62,16 +62,7 @@ def _create_dlq(bootstrap: str, name: str) -> None:
 def _sink(connect: ConnectClient, name: str, topic: str, dlq: str, out: Path) -> None:
     connect.create(
         name,
-        json_file_sink(
-            topic,
-            out,
-            **{
-                "errors.tolerance": "none",
-                "errors.deadletterqueue.topic.name": dlq,
-                "errors.deadletterqueue.topic.replication.factor": "1",
-                "errors.deadletterqueue.context.headers.enable": "true",
-            },
-        ),
+        dlq_json_file_sink(topic, out, dlq),
     )
 
 

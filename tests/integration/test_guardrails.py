@@ -43,7 +43,7 @@ from offsetd.remediation.quarantine import QuarantinedRecord, read_quarantined
 from tests.integration.kafkautil import (
     ConnectClient,
     create_topic,
-    json_file_sink,
+    dlq_json_file_sink,
     produce,
     unique,
     wait_for,
@@ -279,16 +279,7 @@ def start_sink(connect: ConnectClient, setup: Setup, suffix: str, topic: str) ->
     out = setup.tmp / f"{name}.txt"
     connect.create(
         name,
-        json_file_sink(
-            topic,
-            out,
-            **{
-                "errors.tolerance": "none",
-                "errors.deadletterqueue.topic.name": setup.dlq,
-                "errors.deadletterqueue.topic.replication.factor": "1",
-                "errors.deadletterqueue.context.headers.enable": "true",
-            },
-        ),
+        dlq_json_file_sink(topic, out, setup.dlq),
     )
     connect.wait_running(name)
     return Sink(name, topic, out)

@@ -23,7 +23,7 @@ from offsetd.remediation.sagas import STEPS
 from tests.integration.kafkautil import (
     ConnectClient,
     create_topic,
-    json_file_sink,
+    dlq_json_file_sink,
     produce,
     unique,
     wait_for,
@@ -71,16 +71,7 @@ def make_poisoned(connect: ConnectClient, west: str, tmp_path: Path) -> Poisoned
     sink = tmp_path / f"{name}.txt"
     connect.create(
         name,
-        json_file_sink(
-            topic,
-            sink,
-            **{
-                "errors.tolerance": "none",
-                "errors.deadletterqueue.topic.name": dlq,
-                "errors.deadletterqueue.topic.replication.factor": "1",
-                "errors.deadletterqueue.context.headers.enable": "true",
-            },
-        ),
+        dlq_json_file_sink(topic, sink, dlq),
     )
 
     def failed() -> bool:

@@ -51,7 +51,7 @@ from offsetd.remediation.wiring import build_remediator
 from tests.integration.kafkautil import (
     ConnectClient,
     create_topic,
-    json_file_sink,
+    dlq_json_file_sink,
     produce,
     unique,
     wait_for,
@@ -120,16 +120,7 @@ def poisoned_sink(connect: ConnectClient, west: str, tmp_path: Path) -> Poisoned
     sink = tmp_path / f"{name}.txt"
     connect.create(
         name,
-        json_file_sink(
-            topic,
-            sink,
-            **{
-                "errors.tolerance": "none",
-                "errors.deadletterqueue.topic.name": dlq,
-                "errors.deadletterqueue.topic.replication.factor": "1",
-                "errors.deadletterqueue.context.headers.enable": "true",
-            },
-        ),
+        dlq_json_file_sink(topic, sink, dlq),
     )
     wait_for(f"{name} to commit the first 3 records", lambda: committed(connect, name) == 3)
     after = [(f"k{i}".encode(), json.dumps({"n": i}).encode()) for i in range(4, 7)]
