@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 
 from confluent_kafka import KafkaError, KafkaException
@@ -35,9 +36,22 @@ def ensure_compacted_topic(
             operation_timeout=timeout_s,
         )[topic]
         future.result(timeout=timeout_s)
+        _wait_for_leader(admin, topic, timeout_s)
     except KafkaException as exc:
         reason = exc.args[0]
         if isinstance(reason, KafkaError) and reason.code() == KafkaError.TOPIC_ALREADY_EXISTS:
             return
         text = reason.str() if isinstance(reason, KafkaError) else str(reason)
         raise error(f"cannot create {what} {topic}: {text}") from None
+
+
+def _wait_for_leader(admin: AdminClient, topic: str, timeout_s: float) -> None:
+    """A topic just created has no leader for a moment; its first watermark query or produce
+    would fail with NOT_LEADER_FOR_PARTITION (seen starting `offsetd run` on a fresh stack)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        found = admin.list_topics(topic, timeout=timeout_s).topics.get(topic)
+        partitions = found.partitions.values() if found is not None and found.error is None else []
+        if partitions and all(p.leader >= 0 and p.error is None for p in partitions):
+            return
+        time.sleep(0.1)
