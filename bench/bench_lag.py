@@ -23,11 +23,11 @@ import argparse
 import gc
 import json
 import statistics
+import sys
 import tempfile
 import threading
 import time
-from collections.abc import Mapping
-from concurrent.futures import Future
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -146,12 +146,12 @@ def setup(info: Any, size: int) -> str:
 def _ends(admin: AdminClient, topics: list[str]) -> dict[tuple[str, int], int]:
     latest = _OffsetSpec.latest()  # type: ignore[no-untyped-call]
     request = {TopicPartition(t, p): latest for t in topics for p in range(PER_TOPIC)}
-    for attempt in range(90):  # new partitions: leaders are elected a moment after creation
+    for attempt in range(300):  # new partitions: leaders are elected a while after creation
         try:
             futures = admin.list_offsets(request, request_timeout=60)
             return {(tp.topic, tp.partition): f.result().offset for tp, f in futures.items()}
         except KafkaException:
-            if attempt == 89:
+            if attempt == 299:
                 raise
             time.sleep(2)
     raise AssertionError("unreachable")
@@ -211,16 +211,34 @@ def rss_mb() -> float:
     return psutil.Process().memory_info().rss / 1e6
 
 
-def run_cycles(collector: Collector, admins: list[CountingAdmin] | None) -> dict[str, Any]:
-    collector.collect()  # first cycle: reads the offsets topic whole, fetches timestamps
+def run_cycles(
+    collector: Collector,
+    admins: list[CountingAdmin] | None,
+    *,
+    before_cycle: Callable[[], None] | None = None,
+    render_too: bool = True,
+) -> dict[str, Any]:
+    """The first cycle (reads the offsets topic whole, fetches timestamps), then CYCLES timed.
+
+    CPU is the collecting thread's own (`thread_time`: librdkafka's threads excluded), for the
+    collection and for rendering the page, as the exporter's thread does after each cycle.
+    """
+    collector.collect()
     before = _requests(admins)
-    times, cpu = [], []
+    times, cpu, process_cpu, render_cpu = [], [], [], []
     snapshot = None
     for _ in range(CYCLES):
-        t, c = time.perf_counter(), time.thread_time()
+        if before_cycle is not None:
+            before_cycle()
+        t, c, pc = time.perf_counter(), time.thread_time(), time.process_time()
         snapshot = collector.collect()
         times.append(time.perf_counter() - t)
         cpu.append(time.thread_time() - c)
+        process_cpu.append(time.process_time() - pc)  # + librdkafka's threads (C and Python)
+        if render_too:
+            c = time.thread_time()
+            render(snapshot)
+            render_cpu.append(time.thread_time() - c)
     after = _requests(admins)
     per_broker = {b: (after[b] - before.get(b, 0)) / CYCLES for b in after}
     assert snapshot is not None
@@ -228,6 +246,8 @@ def run_cycles(collector: Collector, admins: list[CountingAdmin] | None) -> dict
         "snapshot": snapshot,
         "refresh_s": statistics.median(times),
         "cpu_s": statistics.median(cpu),
+        "process_cpu_s": statistics.median(process_cpu),
+        "render_cpu_s": statistics.median(render_cpu) if render_cpu else None,
         "list_offsets_per_broker_per_cycle": per_broker,
     }
 
@@ -241,7 +261,16 @@ def _requests(admins: list[CountingAdmin] | None) -> dict[str, int]:
 
 
 def stack_case(info: Any, size: int, workdir: Path) -> dict[str, Any]:
+    """One size on the stack; the bench connector is deleted afterwards so that the next size
+    measures its own partitions (the collector reads every MirrorSourceConnector)."""
     name = setup(info, size)
+    try:
+        return _stack_case(info, size, name, workdir)
+    finally:
+        httpx.delete(f"{info.connect['url']}/connectors/{quote(name, safe='')}", timeout=60)
+
+
+def _stack_case(info: Any, size: int, name: str, workdir: Path) -> dict[str, Any]:
     settings = Settings.model_validate(
         {**info.offsetd_config(), "lag": {"interval": "1s", "seconds_lag_max_fetches": size}}
     )
@@ -251,7 +280,9 @@ def stack_case(info: Any, size: int, workdir: Path) -> dict[str, Any]:
         admins.append(CountingAdmin(conf))
         return admins[-1]
 
-    collector = Collector(settings, admin_factory=factory, state_file=workdir / f"w{size}.json")
+    state = workdir / f"w{size}.json"
+    state.unlink(missing_ok=True)  # windows start empty, as on a first start
+    collector = Collector(settings, admin_factory=factory, state_file=state)
     result = run_cycles(collector, admins)
     snapshot = result.pop("snapshot")
     mine = Snapshot(
@@ -265,6 +296,7 @@ def stack_case(info: Any, size: int, workdir: Path) -> dict[str, Any]:
     page = render(snapshot)
     result.update(scrape_times(page, registry_with(snapshot)))
     result["rss_mb"] = rss_mb()
+    result["partitions_collected"] = len(snapshot.partitions)
     collector.close()
     return result
 
@@ -273,9 +305,30 @@ def stack_case(info: Any, size: int, workdir: Path) -> dict[str, Any]:
 
 
 class _Info:
+    """What librdkafka's batched ListOffsets answer holds per partition (ListOffsetsResultInfo)."""
+
+    __slots__ = ("offset", "timestamp")
+
     def __init__(self, offset: int) -> None:
         self.offset = offset
         self.timestamp = -1
+
+
+class _Done:
+    """An answered partition: `result()` like a resolved future, without a lock per partition.
+
+    offsetd asks a real AdminClient through confluent-kafka's C call, which answers the whole
+    request at once (see `offsetd.lag.kafka_io._list_offsets_raw`); an object with `result()`
+    per partition stands for that answer's per-partition objects.
+    """
+
+    __slots__ = ("_info",)
+
+    def __init__(self, info: _Info) -> None:
+        self._info = info
+
+    def result(self) -> _Info:
+        return self._info
 
 
 class FakeAdmin:
@@ -284,31 +337,51 @@ class FakeAdmin:
     def __init__(self, ends: Mapping[tuple[str, int], int]) -> None:
         self.ends = ends
         self.calls = 0
+        self.cpu_s: list[float] = []  # the fake's own CPU per call (not offsetd's)
 
     def list_offsets(self, request: Mapping[TopicPartition, Any], **_kw: Any) -> dict[Any, Any]:
         self.calls += 1
-        out = {}
-        for tp in request:
-            future: Future[_Info] = Future()
-            future.set_result(_Info(self.ends.get((tp.topic, tp.partition), 0)))
-            out[tp] = future
+        started = time.thread_time()
+        ends = self.ends
+        out = {tp: _Done(_Info(ends.get((tp.topic, tp.partition), 0))) for tp in request}
+        self.cpu_s.append(time.thread_time() - started)
         return out
 
     def list_topics(self, topic: str | None = None, timeout: float = 0) -> Any:
         return type("Meta", (), {"topics": {}})()
 
 
+class StepClock:
+    """Wall time that advances by one lag interval per cycle (the windows see 10 s cycles)."""
+
+    def __init__(self, step_s: float) -> None:
+        self.now = time.time()
+        self.step_s = step_s
+
+    def __call__(self) -> float:
+        return self.now
+
+    def tick(self) -> None:
+        self.now += self.step_s
+
+
 class SyntheticCollector(Collector):
     """Connect REST and the offsets topic replaced by in-memory data (everything else real)."""
 
-    def __init__(self, settings: Settings, size: int, admin: FakeAdmin, state: Path) -> None:
-        super().__init__(settings, admin_factory=lambda _conf: admin, state_file=state)
-        self.size = size
-        mirror = MirrorOffsets()
-        now = int(time.time() * 1000)
-        for i in range(size):
-            key = ("bench", "src", f"t{i // 1000}", i % 1000)
-            mirror.positions[key] = Position(99, now)
+    def __init__(
+        self,
+        settings: Settings,
+        keys: list[tuple[str, str, str, int]],
+        admin: FakeAdmin,
+        state: Path,
+        clock: StepClock,
+    ) -> None:
+        super().__init__(settings, admin_factory=lambda _conf: admin, state_file=state, clock=clock)
+        mirror = self.mirror = MirrorOffsets()
+        now = int(clock() * 1000)
+        self.keys = keys
+        for key in self.keys:
+            mirror.put(key, Position(99, now))
         self._mirror["synthetic"] = mirror
         flow = MirrorFlow(
             "synthetic", "bench", ConnectorKind.MIRROR_SOURCE, "src", "tgt", "x:1", "y:1"
@@ -331,26 +404,48 @@ class SyntheticCollector(Collector):
         return
 
 
-def fake_case(size: int, workdir: Path) -> dict[str, Any]:
-    gc.collect()
-    base = rss_mb()
-    ends = {(f"t{i // 1000}", i % 1000): 100 for i in range(size)}
+def fake_case(size: int, workdir: Path, moving: float) -> dict[str, Any]:
+    """`size` partitions, of which a fraction `moving` replicates 5 records every cycle."""
+    # the fake's own data first, so that RSS growth from here on is offsetd's
+    ends = {(sys.intern(f"t{i // 1000}"), i % 1000): 100 for i in range(size)}
+    keys = list(ends)
+    mirror_keys = [("bench", "src", topic, partition) for topic, partition in keys]
     admin = FakeAdmin(ends)
     settings = Settings.model_validate({"lag": {"interval": "10s"}})
-    collector = SyntheticCollector(settings, size, admin, workdir / f"w{size}.json")
+    clock = StepClock(10.0)
+    state = workdir / f"w{size}.json"
+    state.unlink(missing_ok=True)  # an earlier run's windows (higher N) would read as REWIND
+    gc.collect()
+    base = rss_mb()
+    collector = SyntheticCollector(settings, mirror_keys, admin, state, clock)
+    every = round(1 / moving) if moving else 0
+
+    def move() -> None:
+        """Moving partitions: 5 new records, replicated and flushed (caught up, but changed)."""
+        clock.tick()
+        if not every:
+            return
+        now_ms = int(clock() * 1000)
+        for i in range(0, size, every):
+            ends[keys[i]] += 5
+            key = collector.keys[i]
+            collector.mirror.move(key, collector.mirror.positions[key].n + 5, now_ms)
+
     calls = admin.calls
-    result = run_cycles(collector, None)
+    result = run_cycles(collector, None, before_cycle=move, render_too=True)
     result["list_offsets_calls_per_cycle"] = (admin.calls - calls) / (CYCLES + 1)
+    result["fake_admin_cpu_s"] = statistics.median(admin.cpu_s[-CYCLES:])
     snapshot = result.pop("snapshot")
     assert len(snapshot.partitions) == size
-    t = time.perf_counter()
+    assert all(p.lag_records == 0 for p in snapshot.partitions)
     page = render(snapshot)
-    result["render_s"] = time.perf_counter() - t
-    result["rss_mb_with_page"] = rss_mb()
+    gc.collect()
+    result["rss_mb"] = rss_mb()
     result["rss_mb_added"] = rss_mb() - base
     registry = registry_with(snapshot)
     result.update(scrape_times(page, registry))
-    result["rss_mb_with_naive_registry_too"] = rss_mb()
+    del registry
+    collector.close()
     return result
 
 
@@ -359,11 +454,15 @@ def main() -> None:
     parser.add_argument("--run-dir", type=Path, required=True)
     parser.add_argument("--sizes", default="1000,10000")
     parser.add_argument("--fake", type=int, default=100_000)
+    parser.add_argument(
+        "--moving", default="0,0.1,1", help="fractions of the fake estate moving every cycle"
+    )
     parser.add_argument("--workdir", type=Path, default=Path(tempfile.gettempdir()) / "bench-lag")
     args = parser.parse_args()
     args.workdir.mkdir(parents=True, exist_ok=True)
-    if args.fake:
-        print(f"fake {args.fake}:", json.dumps(fake_case(args.fake, args.workdir), indent=1))
+    for moving in [float(m) for m in args.moving.split(",") if m] if args.fake else []:
+        result = fake_case(args.fake, args.workdir, moving)
+        print(f"fake {args.fake}, moving {moving}:", json.dumps(result, indent=1), flush=True)
     info = Stack(args.run_dir).info()
     for size in [int(s) for s in args.sizes.split(",") if s]:
         print(

@@ -48,6 +48,7 @@ from offsetd.events.models import owner_key
 from offsetd.events.offsets import decode_offsets
 from offsetd.events.status import decode_status
 from offsetd.ingest import Ingest, IngestError, Source, ensure_events_topic
+from offsetd.lag.ownership import LagOwnership
 from offsetd.metrics.instruments import DaemonMetrics
 from offsetd.offsets.javahash import murmur2
 from offsetd.remediation.executor import Remediator
@@ -323,9 +324,10 @@ def build_app(wiring: Wiring) -> faust.App:
         consumer = app.consumer
         for tp in consumer.assignment():
             position = await consumer.position(tp)
-            if position is None:
+            highwater = consumer.highwater(tp)
+            if position is None or highwater is None:  # unknown right after a rebalance
                 continue
-            lag = max(consumer.highwater(tp) - position, 0)
+            lag = max(highwater - position, 0)
             metrics.consumer_lag.labels(tp.topic, str(tp.partition)).set(lag)
 
     @app.timer(60.0)  # type: ignore[untyped-decorator]
@@ -333,10 +335,22 @@ def build_app(wiring: Wiring) -> faust.App:
         for name in wiring.connect:
             await wiring.meta.refresh(name, force=True)
 
+    # MM2 lag (offsetd.lag.ownership): collected by exactly one worker, the owner of events
+    # partition 0, in a thread; /metrics appends its last rendered page (no work per scrape).
+    lag = LagOwnership(wiring.settings, wiring.connect)
+
+    @app.task  # type: ignore[untyped-decorator]
+    async def mm2_lag() -> None:
+        await lag.follow(
+            lambda: {(tp.topic, tp.partition) for tp in app.consumer.assignment()},
+            events_topic.get_topic_name(),
+        )
+
     @app.page("/metrics")
     async def metrics_page(_web: Any, request: Any) -> Any:
         return _web.bytes(
-            generate_latest(wiring.registry), content_type=CONTENT_TYPE_LATEST.split(";")[0]
+            generate_latest(wiring.registry) + lag.page(),
+            content_type=CONTENT_TYPE_LATEST.split(";")[0],
         )
 
     return app

@@ -484,16 +484,20 @@ class RemediationSettings(_Model):
 class LagSettings(_Model):
     """MirrorMaker 2 lag collection (`offsetd lag`, and the daemon's /metrics page).
 
-    Durations are strings such as `10s`, `5m`. `window` is how far back the status rules look
-    (Burrow style); `flush_interval` is Connect's `offset.flush.interval.ms`, which bounds how
-    fresh N can be. The sample window is kept in `state_file` (default: in `daemon.data_dir`).
+    `enabled`: `offsetd run` collects lag in exactly one of its workers (the owner of partition
+    0 of its internal events topic) and appends it to that worker's /metrics; false leaves lag to
+    a separate `offsetd lag serve`. Durations are strings such as `10s`, `5m`. `window` is how
+    far back the status rules look (Burrow style); `flush_interval` is Connect's
+    `offset.flush.interval.ms`, which bounds how fresh N can be. The sample window is kept in
+    `state_file` (default: in `daemon.data_dir`).
     """
 
+    enabled: bool = True
     interval: Duration = 10_000
     window: Duration = 600_000
     flush_interval: Duration = 60_000
     aggregate_per_topic: bool = False  # one series per topic instead of per partition
-    seconds_lag_concurrency: Annotated[int, Field(ge=1, le=1000)] = 32
+    seconds_lag_concurrency: Annotated[int, Field(ge=1, le=1000)] = 256  # partitions at a time
     seconds_lag_max_fetches: Annotated[int, Field(ge=0)] = 2_000  # per cycle; the rest next cycle
     slo_seconds: Annotated[float, Field(gt=0)] = 300.0  # exported for the seconds-lag alert
     state_file: Path | None = None

@@ -131,11 +131,12 @@ FULL_REDACTED: dict[str, Any] = {
         "max_retries": 5,
     },
     "lag": {
+        "enabled": True,
         "interval": "10s",
         "window": "10m",
         "flush_interval": "1m",
         "aggregate_per_topic": False,
-        "seconds_lag_concurrency": 32,
+        "seconds_lag_concurrency": 256,
         "seconds_lag_max_fetches": 2000,
         "slo_seconds": 300.0,
         "state_file": None,

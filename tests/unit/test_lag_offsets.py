@@ -69,3 +69,17 @@ def test_windows_survive_a_round_trip_and_bad_files_are_ignored(tmp_path: Path) 
     path.write_text("{broken")
     assert load_windows(path) == {}
     assert load_windows(tmp_path / "missing.json") == {}
+
+
+def test_drain_names_each_moved_partition_once_and_by_flow_is_live() -> None:
+    mirror = MirrorOffsets()
+    mirror.apply([(key("t", 0), value(1), 1), (key("t", 1), value(1), 1)])
+    assert mirror.drain(CONNECTOR, "east") == {("t", 0), ("t", 1)}
+    assert mirror.drain(CONNECTOR, "east") == set()
+    flow = mirror.of_flow(CONNECTOR, "east")
+    mirror.apply([(key("t", 0), value(1), 2)])  # unchanged N: not moved
+    assert mirror.drain(CONNECTOR, "east") == set()
+    mirror.apply([(key("t", 0), value(3), 3), (key("t", 1), None, 3)])
+    assert mirror.drain(CONNECTOR, "east") == {("t", 0), ("t", 1)}
+    assert {tp: p.n for tp, p in flow.items()} == {("t", 0): 3}  # the same dict, kept current
+    assert mirror.of_flow(CONNECTOR, "west") == {}

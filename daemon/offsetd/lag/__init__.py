@@ -8,7 +8,8 @@ Pure parts (no I/O): `arithmetic`, `status`, `checkpoints`, `exposition`, `snaps
 I/O parts: `offsets_tail` (Connect's offsets topic), `kafka_io` (ListOffsets, record
 timestamps, heartbeats, checkpoints, group offsets), `connect_state` (Connect REST),
 `window_store` (the persisted sample window), `collector` (one cycle), `exporter` (the
-background thread and `render()`), `server` (a tiny `/metrics` HTTP server).
+background thread and `render()`), `server` (a tiny `/metrics` HTTP server), `ownership` (which
+`offsetd run` worker collects).
 """
 
 from offsetd.lag.exporter import LagExporter

@@ -23,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -35,6 +35,7 @@ from offsetd.lag import checkpoints as cp
 from offsetd.lag.arithmetic import first_unreplicated, records_lag, seconds_lag
 from offsetd.lag.connect_state import ConnectView, MirrorFlow, read_connect
 from offsetd.lag.kafka_io import (
+    EndOffsets,
     OffsetSpec,
     Position,
     Tail,
@@ -44,6 +45,7 @@ from offsetd.lag.kafka_io import (
     topic_partitions,
 )
 from offsetd.lag.mirror_offsets import MirrorOffsets
+from offsetd.lag.mirror_offsets import Position as MirrorPosition
 from offsetd.lag.snapshot import (
     CheckpointLag,
     ConnectorHealth,
@@ -51,7 +53,7 @@ from offsetd.lag.snapshot import (
     PartitionLag,
     Snapshot,
 )
-from offsetd.lag.status import Sample, add_sample, evaluate
+from offsetd.lag.status import Sample, Status, add_sample, evaluate
 from offsetd.lag.window_store import WindowKey, load_windows, save_windows
 from offsetd.offsets.model import ConnectorKind
 
@@ -74,18 +76,23 @@ STAGES = (
 )
 
 
+ConnectorKey = tuple[str, str]  # (connect cluster, connector)
+
+
 @dataclass
 class _SourceWork:
     """The replicated partitions of one source cluster, across its MirrorSourceConnectors."""
 
     conf: dict[str, str]
-    # (connect cluster, connector) -> {(topic, partition): (N or None, changed_ms or None)}
-    connectors: dict[tuple[str, str], dict[TP, tuple[int | None, int | None]]] = field(
-        default_factory=dict
-    )
-    flows: dict[tuple[str, str], MirrorFlow] = field(default_factory=dict)
+    # (connect cluster, connector) -> {(topic, partition): N's position, None: not started}
+    connectors: dict[ConnectorKey, dict[TP, MirrorPosition | None]] = field(default_factory=dict)
+    flows: dict[ConnectorKey, MirrorFlow] = field(default_factory=dict)
+    # partitions whose N moved (or that came or went) since the last cycle, per connector
+    moved: dict[ConnectorKey, set[TP]] = field(default_factory=dict)
 
-    def partitions(self) -> set[TP]:
+    def partitions(self) -> Collection[TP]:
+        if len(self.connectors) == 1:
+            return next(iter(self.connectors.values())).keys()
         return {tp for parts in self.connectors.values() for tp in parts}
 
 
@@ -119,7 +126,16 @@ class Collector:
         self._checkpoint_tails: dict[tuple[str, str], Tail] = {}
         self._checkpoints: dict[tuple[str, str], dict[tuple[str, str, int], cp.Checkpoint]] = {}
         self.errors_total: Counter[str] = Counter(dict.fromkeys(STAGES, 0))
-        self._seen: set[WindowKey] = set()  # partitions handled this cycle
+        # The last cycle's rows per connector: a partition whose N and log end did not move
+        # and that was caught up and OK keeps its row (and gets no new window sample), so an
+        # idle estate costs a comparison per partition per cycle, not a status evaluation.
+        self._rows: dict[ConnectorKey, dict[TP, PartitionLag]] = {}
+        self._order: list[tuple[dict[TP, PartitionLag], TP]] = []  # the rows' sort order
+        self._layout_changed = True  # partitions came or went: re-sort, prune the windows
+        self._unsettled: dict[ConnectorKey, set[TP]] = {}  # rows not caught up and OK
+        self._sources_of: dict[ConnectorKey, tuple[str, str]] = {}  # the rows' aliases
+        self._end_offsets: dict[str, EndOffsets] = {}  # per source cluster: requests reused
+        self._ends: dict[str, dict[TP, int]] = {}  # per source cluster: the last log ends
 
     # -- clients --------------------------------------------------------------------------------
 
@@ -171,22 +187,30 @@ class Collector:
         now_ms = int(self._clock() * 1000)
         sources = self._source_work()
         beats = self._heartbeat_plan()
-        partitions: list[PartitionLag] = []
         heartbeats: list[HeartbeatAge] = []
         for key, work in sorted(sources.items()):
             try:
                 topics = beats.pop(key, (work.conf, set()))[1]
-                rows, local = self._source_cycle(work, topics, now_ms, errors)
+                heartbeats.extend(self._source_cycle(work, topics, now_ms, errors))
             except Exception as exc:  # a cluster down must not stop the others
                 errors[f"source:{key}"] = str(exc)
+                for connector in work.connectors:  # its rows are unknown now, not unchanged
+                    self._rows.pop(connector, None)
+                self._layout_changed = True
                 continue
-            partitions.extend(rows)
-            heartbeats.extend(local)
         heartbeats.extend(self._target_heartbeats(beats, now_ms, errors))
         unique = {(h.cluster, h.topic, h.source, h.target): h for h in heartbeats}
         heartbeats = list(unique.values())
         checkpoints = self._checkpoint_cycle(now_ms, errors)
-        self._prune()
+        live = {connector for work in sources.values() for connector in work.connectors}
+        for gone in self._rows.keys() - live:  # a connector gone (or no longer MM2's)
+            del self._rows[gone]
+            self._layout_changed = True
+        if self._layout_changed:
+            self._prune()
+            self._order = self._sorted_keys()
+            self._layout_changed = False
+        partitions = [rows[tp] for rows, tp in self._order]
         if now_ms - self._persisted_ms >= min(_PERSIST_EVERY_MS, self.lag.window // 12):
             self._persisted_ms = now_ms
             try:
@@ -195,7 +219,6 @@ class Collector:
                 errors["persist"] = str(exc)
         for stage in errors:
             self.errors_total[stage.split(":", 1)[0]] += 1
-        partitions.sort(key=lambda p: (p.source, p.target, p.topic, p.partition, p.connector))
         return Snapshot(
             taken_ms=now_ms,
             partitions=tuple(partitions),
@@ -247,19 +270,12 @@ class Collector:
                     continue
                 work = sources.setdefault(conf["bootstrap.servers"], _SourceWork(conf))
                 key = (name, flow.connector)
-                known = {
-                    tp: (pos.n, pos.changed_ms)
-                    for tp, (alias, pos) in (
-                        mirror.of_connector(flow.connector) if mirror else {}
-                    ).items()
-                    if alias == flow.source
-                }
                 if flow.connector in view.assigned:
                     self._assigned[key] = view.assigned[flow.connector]
-                parts: dict[TP, tuple[int | None, int | None]] = dict.fromkeys(
-                    self._assigned.get(key, set()), (None, None)
-                )
-                parts.update(known)
+                parts: dict[TP, MirrorPosition | None] = dict.fromkeys(self._assigned.get(key, ()))
+                if mirror is not None:
+                    parts.update(mirror.of_flow(flow.connector, flow.source))
+                    work.moved[key] = mirror.drain(flow.connector, flow.source)
                 work.connectors[key] = parts
                 work.flows[key] = flow
         return sources
@@ -270,49 +286,102 @@ class Collector:
         beats: set[tuple[str, str, str]],
         now_ms: int,
         errors: dict[str, str],
-    ) -> tuple[list[PartitionLag], list[HeartbeatAge]]:
+    ) -> list[HeartbeatAge]:
+        """Rows of one source cluster's partitions (into `_rows`); its local heartbeat ages."""
         admin = self._admin(work.conf)
         where = work.conf["bootstrap.servers"]
-        wanted = work.partitions()
-        latest = OffsetSpec.latest()
-        ends, failed = list_offsets(admin, dict.fromkeys(wanted, latest))
+        requests = self._end_offsets.setdefault(where, EndOffsets())
+        ends, failed = requests(admin, work.partitions())
         if failed:
             errors[f"list_offsets:{where}"] = (
                 f"{len(failed)} partitions: {next(iter(failed.values()))}"
             )
-        # Second call: log starts where they matter, and the newest heartbeats (local, and the
-        # replicated ones when this cluster is also a target): no third request per broker.
+        # Log ends that moved since the last cycle: a set operation in C over the two dicts.
+        ended = {tp for tp, _end in ends.items() - self._ends.get(where, {}).items()}
+        self._ends[where] = ends
+        # Pass 1: only partitions that may have changed are looked at: a log end or N moved,
+        # new, failed, or not caught up and OK last time. The others keep their rows.
         earliest = OffsetSpec.earliest()
-        second: dict[TP, Any] = {}
-        for parts in work.connectors.values():
-            for tp, (n, _changed) in parts.items():
+        second: dict[TP, Any] = {}  # log starts of lagging partitions, and the heartbeats
+        lagging: dict[TP, int | None] = {}
+        todo: dict[ConnectorKey, list[tuple[TP, int, int | None, int | None]]] = {}
+        rows: dict[ConnectorKey, dict[TP, PartitionLag]] = {}
+        ok = Status.OK
+        for key, parts in work.connectors.items():
+            flow = work.flows[key]
+            kept = self._rows.get(key)  # updated in place: `_order` refers to it
+            if kept is None or self._sources_of.get(key) != (flow.source, flow.target):
+                kept = {}  # new, or its aliases changed: every row (and label) is rebuilt
+                visit: Iterable[TP] = parts.keys()
+                self._sources_of[key] = (flow.source, flow.target)
+                self._layout_changed = True
+            else:
+                gone = kept.keys() - parts.keys()
+                new = parts.keys() - kept.keys()
+                for tp in gone:
+                    del kept[tp]
+                if gone or new:
+                    self._layout_changed = True
+                visit = (
+                    (ended | work.moved.get(key, set()) | self._unsettled.get(key, set()))
+                    | new
+                    | failed.keys()
+                )
+            rows[key] = kept
+            changed = todo[key] = []
+            for tp in visit:
+                if tp not in parts:
+                    continue
+                pos = parts[tp]
                 end = ends.get(tp)
-                if end is not None and records_lag(end.offset, n) > 0:
+                if end is None:
+                    if kept.pop(tp, None) is not None:
+                        self._layout_changed = True
+                    continue
+                if pos is None:
+                    n = written = None
+                    behind = end > 0  # not started: lag = end - log start
+                else:
+                    n, written = pos.n, pos.changed_ms
+                    behind = end > n + 1
+                if behind:
                     second[tp] = earliest
+                    lagging[tp] = n
+                else:
+                    row = kept.get(tp)
+                    if (
+                        row is not None
+                        and row.end == end
+                        and row.last_replicated == n
+                        and row.offset_written_ms == written
+                        and row.status is ok
+                        and row.lag_records == 0
+                    ):
+                        continue
+                changed.append((tp, end, n, written))
         layout = _heartbeat_layout(admin, beats)
         for *_names, tps in layout:
             second.update(dict.fromkeys(tps, OffsetSpec.max_timestamp()))
         found, _failed2 = list_offsets(admin, second)
         starts = {tp: pos.offset for tp, pos in found.items() if second[tp] is earliest}
         local = _heartbeat_ages(layout, found, where_alias(work), now_ms)
+        first_ts = self._first_timestamps(work.conf, lagging, starts, errors)
 
-        first_ts = self._first_timestamps(work, ends, starts, errors)
-        rows: list[PartitionLag] = []
-        for (connect_cluster, connector), parts in work.connectors.items():
-            flow = work.flows[(connect_cluster, connector)]
+        # Pass 2: new, moving, lagging or not-OK partitions: window, status, a new row.
+        for key, changed in todo.items():
+            connect_cluster, connector = key
+            flow = work.flows[key]
             health = self._health(connect_cluster, connector)
             running = health.running if health is not None else False
-            for tp, (n, changed_ms) in parts.items():
-                end = ends.get(tp)
-                if end is None:
-                    continue
+            kept = rows[key]
+            unsettled = self._unsettled[key] = set()  # rows to look at again next cycle
+            for tp, end, n, written in changed:
                 start = starts.get(tp)
-                lag = records_lag(end.offset, n, start)
-                ts = first_ts.get((where, tp[0], tp[1]))
+                lag = records_lag(end, n, start)
                 wkey: WindowKey = (connect_cluster, connector, tp[0], tp[1])
                 samples = add_sample(
                     self.windows.get(wkey, []),
-                    Sample(-1 if n is None else n, end.offset, now_ms),
+                    Sample(-1 if n is None else n, end, now_ms),
                     self.lag.window,
                 )
                 self.windows[wkey] = samples
@@ -321,69 +390,81 @@ class Collector:
                     lag=lag,
                     now_ms=now_ms,
                     running=running,
-                    offset_written_ms=changed_ms,
+                    offset_written_ms=written,
                     window_ms=self.lag.window,
                     flush_ms=self.lag.flush_interval,
                 )
-                rows.append(
-                    PartitionLag(
-                        connect_cluster,
-                        connector,
-                        flow.source,
-                        flow.target,
-                        tp[0],
-                        tp[1],
-                        end.offset,
-                        start,
-                        n,
-                        changed_ms,
-                        lag,
-                        seconds_lag(lag, ts, now_ms),
-                        status,
-                        data_loss=n is not None and start is not None and n + 1 < start,
-                    )
+                previous = kept.get(tp)
+                kept[tp] = PartitionLag(
+                    connect_cluster,
+                    connector,
+                    flow.source,
+                    flow.target,
+                    tp[0],
+                    tp[1],
+                    end,
+                    start,
+                    n,
+                    written,
+                    lag,
+                    seconds_lag(lag, first_ts.get(tp), now_ms),
+                    status,
+                    data_loss=n is not None and start is not None and n + 1 < start,
+                    # same partition, same flow (checked in pass 1): the same label text
+                    labels=previous.labels if previous is not None else "",
                 )
-                if lag == 0:
-                    self._ts_cache.pop((where, tp[0], tp[1]), None)
-        self._seen.update(
-            (cc, conn, tp[0], tp[1])
-            for (cc, conn), parts in work.connectors.items()
-            for tp in parts
-        )
-        return rows, local
+                if status is not ok or lag:
+                    unsettled.add(tp)
+                elif previous is not None and previous.lag_records:  # caught up: forget its
+                    self._ts_cache.pop((where, tp[0], tp[1]), None)  # first record's timestamp
+        for key, kept in rows.items():
+            if self._rows.get(key) is not kept:
+                self._layout_changed = True
+            self._rows[key] = kept
+        return local
 
     def _first_timestamps(
         self,
-        work: _SourceWork,
-        ends: Mapping[TP, Position],
+        conf: Mapping[str, str],
+        lagging: Mapping[TP, int | None],
         starts: Mapping[TP, int],
         errors: dict[str, str],
-    ) -> dict[tuple[str, str, int], int]:
+    ) -> dict[TP, int]:
         """Timestamp of the first unreplicated record of each lagging partition (cached)."""
-        where = work.conf["bootstrap.servers"]
-        out: dict[tuple[str, str, int], int] = {}
+        where = conf["bootstrap.servers"]
+        out: dict[TP, int] = {}
         missing: dict[TP, int] = {}
-        for parts in work.connectors.values():
-            for tp, (n, _changed) in parts.items():
-                end = ends.get(tp)
-                if end is None or records_lag(end.offset, n, starts.get(tp)) <= 0:
-                    continue
-                first = first_unreplicated(n, starts.get(tp, 0))
-                cached = self._ts_cache.get((where, *tp))
-                if cached is not None and cached[0] == first:
-                    out[(where, *tp)] = cached[1].timestamp_ms
-                elif len(missing) < self.lag.seconds_lag_max_fetches:
-                    missing[tp] = first
+        for tp, n in lagging.items():
+            first = first_unreplicated(n, starts.get(tp, 0))
+            cached = self._ts_cache.get((where, *tp))
+            if cached is not None and cached[0] == first:
+                out[tp] = cached[1].timestamp_ms
+            elif len(missing) < self.lag.seconds_lag_max_fetches:
+                missing[tp] = first
         if missing:
             try:
-                fetched = self._fetcher(work.conf).fetch(missing)
+                fetched = self._fetcher(conf).fetch(missing)
             except Exception as exc:
                 errors[f"timestamps:{where}"] = str(exc)
                 fetched = {}
             for tp, pos in fetched.items():
                 self._ts_cache[(where, *tp)] = (missing[tp], pos)
-                out[(where, *tp)] = pos.timestamp_ms
+                out[tp] = pos.timestamp_ms
         return out
+
+    def _sorted_keys(self) -> list[tuple[dict[TP, PartitionLag], TP]]:
+        """Every row's place in the snapshot's order: source, target, topic, partition, connector.
+
+        As (the connector's rows, partition): the rows dict of a connector is only replaced
+        when its layout changes, which re-sorts.
+        """
+        keyed = [
+            ((row.source, row.target, tp[0], tp[1], key[1]), (rows, tp))
+            for key, rows in self._rows.items()
+            for tp, row in rows.items()
+        ]
+        keyed.sort(key=lambda item: item[0])
+        return [item[1] for item in keyed]
 
     def _health(self, connect_cluster: str, connector: str) -> ConnectorHealth | None:
         view = self._views.get(connect_cluster)
@@ -477,13 +558,16 @@ class Collector:
         return out
 
     def _prune(self) -> None:
-        """Forget windows of partitions no connector replicates any more."""
-        seen = self._seen
-        self._seen = set()
-        if not seen:
+        """Forget windows of partitions no connector replicates any more.
+
+        Only windows of Connect clusters whose MM2 connectors were read this cycle: a Connect
+        cluster that did not answer keeps its windows.
+        """
+        live = {(*key, *tp) for key, rows in self._rows.items() for tp in rows}
+        if not live:
             return
-        clusters = {key[0] for key in seen}
-        for key in [k for k in self.windows if k[0] in clusters and k not in seen]:
+        clusters = {key[0] for key in self._rows}
+        for key in [k for k in self.windows if k[0] in clusters and k not in live]:
             del self.windows[key]
 
 

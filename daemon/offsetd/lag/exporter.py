@@ -1,7 +1,8 @@
 """`LagExporter`: lag collection in a background thread; `render()` is the last page, as bytes.
 
-The daemon embeds it (exactly one worker should: it reads every offsets topic from the
-beginning) and appends `render()` to its own `/metrics` page; `offsetd lag serve` runs it alone.
+The daemon embeds it in exactly one worker (`offsetd.lag.ownership`: the owner of partition 0
+of its events topic; it reads every offsets topic from the beginning) and appends `render()` to
+that worker's `/metrics` page; `offsetd lag serve` runs it alone.
 
     exporter = LagExporter(settings)
     exporter.start()            # first cycle runs in the background thread

@@ -2,7 +2,8 @@
 
 - `list_offsets`: ONE admin ListOffsets call for many partitions; librdkafka sends one request
   per partition leader, never one per partition. Specs may differ per partition (latest,
-  earliest, max-timestamp share the request), the isolation level is per call;
+  earliest, max-timestamp share the request), the isolation level is per call. `end_offsets`
+  is the same call for log ends only, returning plain ints (the 100k-partition hot path);
 - `TimestampFetcher`: the timestamp of the record at a given offset, for lagging partitions only,
   `concurrency` partitions assigned at a time with small fetch sizes, results cached by the
   caller per (partition, offset);
@@ -13,9 +14,11 @@
 
 from __future__ import annotations
 
+import concurrent.futures
+import operator
 import time
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -31,12 +34,18 @@ from confluent_kafka import (
 )
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.admin import OffsetSpec as _OffsetSpec  # type: ignore[attr-defined]
+from confluent_kafka.cimpl import _AdminClientImpl
+
+# The C half of AdminClient: one call, one future for the whole request (see _list_offsets_raw).
+_C_LIST_OFFSETS: Any = getattr(_AdminClientImpl, "list_offsets", None)
 
 __all__ = [
+    "EndOffsets",
     "OffsetSpec",
     "Position",
     "Tail",
     "TimestampFetcher",
+    "end_offsets",
     "group_offsets",
     "list_offsets",
     "topic_partitions",
@@ -52,6 +61,49 @@ class Position:
     timestamp_ms: int  # -1 when the spec gives none (latest, earliest)
 
 
+def _list_offsets_raw(
+    admin: Any, specs: Mapping[TP, Any], read_committed: bool, timeout_s: float
+) -> Iterable[tuple[TP, Any]]:
+    """((topic, partition), ListOffsetsResultInfo or KafkaError) for every partition, one call.
+
+    confluent-kafka's public `AdminClient.list_offsets` wraps its one C call in one
+    `concurrent.futures.Future` per partition (a Condition and a lock each, resolved one by one
+    from a callback): at 100k partitions that alone was about half of a lag cycle's CPU. The C
+    call takes the request as a list and resolves a single future with the whole dict, so a real
+    AdminClient is asked that way; anything else (a wrapper, a test double) gets the public API.
+    """
+    level = IsolationLevel.READ_COMMITTED if read_committed else IsolationLevel.READ_UNCOMMITTED
+    if _C_LIST_OFFSETS is not None and isinstance(admin, AdminClient):
+        request = [TopicPartition(t, p, int(spec._value)) for (t, p), spec in specs.items()]
+        future: concurrent.futures.Future[dict[TopicPartition, Any]] = concurrent.futures.Future()
+        future.set_running_or_notify_cancel()
+        _C_LIST_OFFSETS(
+            admin,
+            request,
+            future,
+            isolation_level_value=level.value,
+            request_timeout=timeout_s,
+        )
+        try:
+            results = future.result()
+        except KafkaException as exc:  # the whole request failed: every partition did
+            error = exc.args[0] if exc.args else exc
+            return [(key, error) for key in specs]
+        return [((tp.topic, tp.partition), info) for tp, info in results.items()]
+    futures = admin.list_offsets(
+        {TopicPartition(t, p): spec for (t, p), spec in specs.items()},
+        isolation_level=level,
+        request_timeout=timeout_s,
+    )
+    out: list[tuple[TP, Any]] = []
+    for tp, done in futures.items():
+        try:
+            out.append(((tp.topic, tp.partition), done.result()))
+        except KafkaException as exc:
+            out.append(((tp.topic, tp.partition), exc.args[0] if exc.args else exc))
+    return out
+
+
 def list_offsets(
     admin: AdminClient,
     specs: Mapping[TP, Any],
@@ -62,20 +114,105 @@ def list_offsets(
     """Positions for every partition of `specs` in one call; failures per partition, not raised."""
     if not specs:
         return {}, {}
-    request = {TopicPartition(t, p): spec for (t, p), spec in specs.items()}
-    level = IsolationLevel.READ_COMMITTED if read_committed else IsolationLevel.READ_UNCOMMITTED
-    futures = admin.list_offsets(request, isolation_level=level, request_timeout=timeout_s)
     found: dict[TP, Position] = {}
     failed: dict[TP, str] = {}
-    for tp, future in futures.items():
-        key = (tp.topic, tp.partition)
-        try:
-            info = future.result()
-        except KafkaException as exc:
-            failed[key] = str(exc.args[0] if exc.args else exc)
-            continue
-        found[key] = Position(int(info.offset), int(info.timestamp))
+    for key, info in _list_offsets_raw(admin, specs, read_committed, timeout_s):
+        if isinstance(info, (KafkaError, Exception)):
+            failed[key] = str(info)
+        else:
+            found[key] = Position(int(info.offset), int(info.timestamp))
     return found, failed
+
+
+_OFFSET = operator.attrgetter("offset")
+_RESULT = operator.methodcaller("result")
+
+
+class EndOffsets:
+    """Log ends (the LSO with `read_committed`) of many partitions in one call, as plain ints.
+
+    The request (100k `TopicPartition`s at 100k partitions) is built once and reused while the
+    set of partitions stays the same, and the answer is turned into `{(topic, partition): end}`
+    by C-level maps; a partition that failed (rare) sends the conversion down a per-partition
+    path that reports it.
+    """
+
+    def __init__(self) -> None:
+        self._keys: frozenset[TP] = frozenset()
+        self._order: list[TP] = []
+        self._request: list[TopicPartition] = []
+        self._specs: dict[TopicPartition, Any] = {}
+
+    def __call__(
+        self,
+        admin: AdminClient,
+        partitions: Collection[TP],
+        *,
+        read_committed: bool = True,
+        timeout_s: float = 30.0,
+    ) -> tuple[dict[TP, int], dict[TP, str]]:
+        if not partitions:
+            return {}, {}
+        direct = _C_LIST_OFFSETS is not None and isinstance(admin, AdminClient)
+        if partitions != self._keys:
+            latest = OffsetSpec.latest()
+            self._keys = frozenset(partitions)
+            self._order = list(partitions)
+            self._request, self._specs = [], {}
+            if direct:  # the C call's form: the spec in the offset field
+                self._request = [TopicPartition(t, p, int(latest._value)) for t, p in self._order]
+            else:
+                self._specs = dict.fromkeys((TopicPartition(t, p) for t, p in self._order), latest)
+        level = IsolationLevel.READ_COMMITTED if read_committed else IsolationLevel.READ_UNCOMMITTED
+        if direct:
+            future: concurrent.futures.Future[dict[TopicPartition, Any]] = (
+                concurrent.futures.Future()
+            )
+            future.set_running_or_notify_cancel()
+            _C_LIST_OFFSETS(
+                admin,
+                self._request,
+                future,
+                isolation_level_value=level.value,
+                request_timeout=timeout_s,
+            )
+            try:
+                answers = list(map(future.result().__getitem__, self._request))
+            except KafkaException as exc:  # the whole request failed: every partition did
+                error = str(exc.args[0] if exc.args else exc)
+                return {}, dict.fromkeys(self._order, error)
+        else:  # anything else (a wrapper, a test double): the public API, a future each
+            futures = admin.list_offsets(
+                self._specs, isolation_level=level, request_timeout=timeout_s
+            )
+            answers = []
+            for done in map(futures.__getitem__, self._specs):
+                try:
+                    answers.append(done.result())
+                except KafkaException as exc:
+                    answers.append(exc.args[0] if exc.args else exc)
+        try:
+            return dict(zip(self._order, map(_OFFSET, answers), strict=True)), {}
+        except AttributeError:  # some partitions failed: a KafkaError has no offset
+            found: dict[TP, int] = {}
+            failed: dict[TP, str] = {}
+            for key, info in zip(self._order, answers, strict=True):
+                if isinstance(info, (KafkaError, Exception)):
+                    failed[key] = str(info)
+                else:
+                    found[key] = info.offset
+            return found, failed
+
+
+def end_offsets(
+    admin: AdminClient,
+    partitions: Collection[TP],
+    *,
+    read_committed: bool = True,
+    timeout_s: float = 30.0,
+) -> tuple[dict[TP, int], dict[TP, str]]:
+    """One `EndOffsets` call (a collector keeps an `EndOffsets` per cluster to reuse requests)."""
+    return EndOffsets()(admin, partitions, read_committed=read_committed, timeout_s=timeout_s)
 
 
 def topic_partitions(admin: AdminClient, topic: str, timeout_s: float = 10.0) -> list[int]:
@@ -102,7 +239,7 @@ def _consumer(conf: Mapping[str, str], **extra: Any) -> Consumer:
 class TimestampFetcher:
     """Reads the timestamp of one record per partition, `concurrency` partitions at a time."""
 
-    def __init__(self, conf: Mapping[str, str], *, concurrency: int = 32) -> None:
+    def __init__(self, conf: Mapping[str, str], *, concurrency: int = 256) -> None:
         self.concurrency = concurrency
         self._consumer = _consumer(
             conf,
@@ -110,13 +247,20 @@ class TimestampFetcher:
                 "enable.partition.eof": True,
                 "isolation.level": "read_committed",
                 "fetch.max.bytes": 1 << 20,
-                "max.partition.fetch.bytes": 64 << 10,
+                "max.partition.fetch.bytes": 16 << 10,  # one record's timestamp is all we need
                 "fetch.wait.max.ms": 50,
+                "queued.max.messages.kbytes": 16 << 10,  # bounds what `concurrency` may buffer
             },
         )
 
     def fetch(self, wanted: Mapping[TP, int], timeout_s: float = 10.0) -> dict[TP, Position]:
-        """The first record at or after each wanted offset (its real offset and timestamp)."""
+        """The first record at or after each wanted offset (its real offset and timestamp).
+
+        `consume` returns early only when it has `num_messages`; a lagging partition often
+        holds fewer records than asked, so each wait is kept short (50 ms, librdkafka's fetch
+        wait): with 200 ms waits and 32 partitions at a time, 5,000 lagging partitions took
+        longer than 6 cycles (bench/README.md).
+        """
         out: dict[TP, Position] = {}
         items = sorted(wanted.items())
         deadline = time.monotonic() + timeout_s
@@ -127,7 +271,7 @@ class TimestampFetcher:
             self._consumer.assign([TopicPartition(t, p, o) for (t, p), o in chunk.items()])
             pending = set(chunk)
             while pending and time.monotonic() < deadline:
-                for msg in self._consumer.consume(num_messages=len(pending) * 4, timeout=0.2):
+                for msg in self._consumer.consume(num_messages=len(pending), timeout=0.05):
                     key = (cast(str, msg.topic()), cast(int, msg.partition()))
                     if key not in pending:
                         continue

@@ -11,6 +11,7 @@ writes offsets that moved, so it is also when N was last written.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -38,16 +39,62 @@ def _mirror_key(raw: bytes | None) -> MirrorKey | None:
         return None
     if not isinstance(number, int) or isinstance(number, bool) or number < 0:
         return None
-    return connector, cluster, topic, number
+    # interned: every partition of a topic (and every key of a connector) shares one string
+    return sys.intern(connector), sys.intern(cluster), sys.intern(topic), number
 
 
 class MirrorOffsets:
-    """Latest N per MirrorSourceConnector partition, updated record by record."""
+    """Latest N per MirrorSourceConnector partition, updated record by record.
+
+    `positions` is also indexed per (connector, source alias) (`of_flow`): a lag cycle takes a
+    connector's partitions from it as they are, without a pass over every position, and asks
+    which of them changed since its last look (`drain`), so an idle partition costs nothing.
+    """
 
     def __init__(self) -> None:
         self.positions: dict[MirrorKey, Position] = {}
+        self._by_flow: dict[tuple[str, str], dict[tuple[str, int], Position]] = {}
+        self._dirty: dict[tuple[str, str], set[tuple[str, int]]] = {}
         self._keys: dict[bytes, MirrorKey | None] = {}
         self.malformed = 0
+
+    def _touch(self, key: MirrorKey) -> None:
+        connector, cluster, topic, partition = key
+        self._dirty.setdefault((connector, cluster), set()).add((topic, partition))
+
+    def put(self, key: MirrorKey, position: Position) -> None:
+        """Record a new position object for `key`."""
+        connector, cluster, topic, partition = key
+        self.positions[key] = position
+        self._by_flow.setdefault((connector, cluster), {})[(topic, partition)] = position
+        self._touch(key)
+
+    def move(self, key: MirrorKey, n: int, changed_ms: int) -> None:
+        """N of `key` is now `n` (written at `changed_ms`); an unchanged N changes nothing."""
+        current = self.positions.get(key)
+        if current is None:
+            self.put(key, Position(n, changed_ms))
+        elif current.n != n:
+            current.n = n
+            current.changed_ms = changed_ms
+            self._touch(key)
+
+    def remove(self, key: MirrorKey) -> None:
+        connector, cluster, topic, partition = key
+        self.positions.pop(key, None)
+        self._by_flow.get((connector, cluster), {}).pop((topic, partition), None)
+        self._touch(key)
+
+    def drain(self, connector: str, source: str) -> set[tuple[str, int]]:
+        """The (topic, partition)s of a flow set, moved or removed since the last `drain`."""
+        return self._dirty.pop((connector, source), set())
+
+    def of_flow(self, connector: str, source: str) -> dict[tuple[str, int], Position]:
+        """(topic, partition) -> position of one connector and source alias (live: do not change).
+
+        The positions are the ones `apply` keeps updating in place.
+        """
+        return self._by_flow.get((connector, source), {})
 
     def apply(self, records: Iterable[tuple[bytes | None, bytes | None, int]]) -> int:
         """Fold (key, value, timestamp ms) records in log order; returns how many were MM2's."""
@@ -67,18 +114,13 @@ class MirrorOffsets:
                 self.malformed += 1
                 continue
             if offset is None:
-                self.positions.pop(mirror, None)
+                self.remove(mirror)
                 continue
             n = offset.get("offset")
             if not isinstance(n, int) or isinstance(n, bool):
                 self.malformed += 1
                 continue
-            current = self.positions.get(mirror)
-            if current is None:
-                self.positions[mirror] = Position(n, ts)
-            elif current.n != n:
-                current.n = n
-                current.changed_ms = ts
+            self.move(mirror, n, ts)
         return applied
 
     def of_connector(self, connector: str) -> dict[tuple[str, int], tuple[str, Position]]:

@@ -13,7 +13,15 @@ __all__ = [
     "HeartbeatAge",
     "PartitionLag",
     "Snapshot",
+    "escape_label",
 ]
+
+
+def escape_label(value: str) -> str:
+    """A Prometheus label value (text format 0.0.4)."""
+    if "\\" in value or '"' in value or "\n" in value:
+        return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+    return value
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,6 +42,18 @@ class PartitionLag:
     lag_seconds: float | None  # None: lagging, first record's time not fetched yet
     status: Status
     data_loss: bool = False  # N + 1 was deleted by retention before MM2 replicated it
+    #: The exposition's label text, built once per row (rows of unchanged partitions are reused
+    #: from cycle to cycle, so a 100k-partition page does not format its labels every cycle).
+    labels: str = field(default="", compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if not self.labels:
+            object.__setattr__(
+                self,
+                "labels",
+                f'source="{escape_label(self.source)}",target="{escape_label(self.target)}",'
+                f'topic="{escape_label(self.topic)}",partition="{self.partition}"',
+            )
 
     def offset_age_seconds(self, now_ms: int) -> float | None:
         if self.offset_written_ms is None:

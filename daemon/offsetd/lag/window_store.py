@@ -31,8 +31,9 @@ def save_windows(path: Path, windows: dict[WindowKey, list[Sample]]) -> None:
         if samples
     ]
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with tmp.open("w") as out:
-        json.dump({"version": _VERSION, "windows": rows}, out, separators=(",", ":"))
+    # json.dumps, not json.dump: only the one-shot form uses the C encoder (dump streams through
+    # the pure-Python one, ~10x slower on 100k windows).
+    tmp.write_text(json.dumps({"version": _VERSION, "windows": rows}, separators=(",", ":")))
     tmp.replace(path)
 
 

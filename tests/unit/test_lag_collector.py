@@ -1,0 +1,156 @@
+"""The collector's incremental cycle: unchanged partitions keep their rows, everything else is
+recomputed, and the result equals a collector that starts from nothing (no Kafka, no Connect).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import TopicPartition
+
+from offsetd.config import Settings
+from offsetd.lag.collector import Collector
+from offsetd.lag.connect_state import ConnectView, MirrorFlow
+from offsetd.lag.kafka_io import Position as KafkaPosition
+from offsetd.lag.mirror_offsets import MirrorOffsets
+from offsetd.lag.snapshot import ConnectorHealth, PartitionLag
+from offsetd.lag.status import Status
+from offsetd.offsets.model import ConnectorKind
+
+TP = tuple[str, int]
+CONNECTOR = "src->tgt.MirrorSourceConnector"
+
+
+class _Answer:
+    def __init__(self, offset: int) -> None:
+        self.offset, self.timestamp = offset, -1
+
+    def result(self) -> _Answer:
+        return self
+
+
+class MemoryAdmin:
+    """ListOffsets from a dict (latest = `ends`, earliest = 0); counts the calls."""
+
+    def __init__(self, ends: dict[TP, int]) -> None:
+        self.ends = ends
+        self.calls = 0
+
+    def list_offsets(self, request: Mapping[TopicPartition, Any], **_kw: Any) -> dict[Any, Any]:
+        self.calls += 1
+        latest = -1
+        return {
+            tp: _Answer(self.ends[(tp.topic, tp.partition)] if spec._value == latest else 0)
+            for tp, spec in request.items()
+        }
+
+    def list_topics(self, topic: str | None = None, timeout: float = 0) -> Any:
+        return type("Meta", (), {"topics": {}})()
+
+
+class MemoryFetcher:
+    """Record timestamps: offset o of any partition was written at `base_ms + o`."""
+
+    def __init__(self, base_ms: int) -> None:
+        self.base_ms = base_ms
+
+    def fetch(self, wanted: Mapping[TP, int], timeout_s: float = 10.0) -> dict[TP, KafkaPosition]:
+        return {tp: KafkaPosition(o, self.base_ms + o) for tp, o in wanted.items()}
+
+    def close(self) -> None:
+        return
+
+
+class MemoryCollector(Collector):
+    def __init__(self, ends: dict[TP, int], mirror: MirrorOffsets, state: Path) -> None:
+        self.now = 1_000_000.0
+        super().__init__(
+            Settings.model_validate({"lag": {"window": "1m", "flush_interval": "1s"}}),
+            admin_factory=lambda _conf: MemoryAdmin(ends),
+            state_file=state,
+            clock=lambda: self.now,
+        )
+        self._mirror["c"] = mirror
+        flow = MirrorFlow("c", CONNECTOR, ConnectorKind.MIRROR_SOURCE, "src", "tgt", "s:1", "t:1")
+        health = ConnectorHealth(
+            "c", CONNECTOR, "MirrorSourceConnector", "RUNNING", ((0, "RUNNING"),), "src", "tgt"
+        )
+        self._views["c"] = ConnectView([health], [flow], {})
+        self.fetcher = MemoryFetcher(int(self.now * 1000))
+
+    def _read_connect(self, errors: dict[str, str]) -> None:
+        return
+
+    def _read_offsets(self, errors: dict[str, str]) -> None:
+        return
+
+    def _fetcher(self, conf: Mapping[str, str]) -> Any:
+        return self.fetcher
+
+
+def rows(collector: Collector) -> dict[TP, PartitionLag]:
+    return {(p.topic, p.partition): p for p in collector.collect().partitions}
+
+
+def facts(row: PartitionLag) -> tuple[Any, ...]:
+    return (row.end, row.last_replicated, row.lag_records, row.lag_seconds is not None)
+
+
+def test_idle_rows_are_kept_and_changes_are_seen(tmp_path: Path) -> None:
+    ends = {("a", 0): 10, ("a", 1): 10, ("b", 0): 7, ("b", 1): 0}
+    mirror = MirrorOffsets()
+    for (topic, partition), n in {("a", 0): 9, ("a", 1): 6, ("b", 0): 6}.items():
+        mirror.move((CONNECTOR, "src", topic, partition), n, 1_000)
+    collector = MemoryCollector(ends, mirror, tmp_path / "w.json")
+    first = rows(collector)
+    assert {tp: r.lag_records for tp, r in first.items()} == {("a", 0): 0, ("a", 1): 3, ("b", 0): 0}
+    assert first[("a", 1)].lag_seconds is not None
+    # ("b", 1) has no N and no assignment: not a partition of this connector
+
+    collector.now += 10
+    second = rows(collector)
+    assert second[("a", 0)] is first[("a", 0)]  # idle and caught up: the same row
+    assert second[("b", 0)] is first[("b", 0)]
+    assert second[("a", 1)] is not first[("a", 1)]  # lagging: evaluated every cycle
+
+    collector.now += 10
+    ends[("a", 0)] = 12  # records arrive: lag 2
+    mirror.move((CONNECTOR, "src", "b", 0), 3, 2_000)  # N went back: REWIND
+    ends[("b", 1)] = 4
+    mirror.move((CONNECTOR, "src", "b", 1), 3, 2_000)  # a new partition, caught up
+    third = rows(collector)
+    assert third[("a", 0)].lag_records == 2
+    assert third[("b", 0)].status is Status.REWIND
+    assert third[("b", 1)].last_replicated == 3
+    assert list(third) == sorted(third)  # the snapshot's order
+
+    collector.now += 10
+    mirror.remove((CONNECTOR, "src", "a", 1))  # tombstone: no longer replicated
+    fourth = rows(collector)
+    assert ("a", 1) not in fourth
+    assert ("c", CONNECTOR, "a", 1) not in collector.windows  # its window is pruned
+
+    # The same state from nothing gives the same numbers.
+    fresh = MemoryCollector(ends, mirror, tmp_path / "fresh.json")
+    fresh.now = collector.now
+    assert {tp: facts(r) for tp, r in rows(fresh).items()} == {
+        tp: facts(r) for tp, r in fourth.items()
+    }
+
+
+def test_an_unchanged_estate_asks_one_listoffsets_per_cycle(tmp_path: Path) -> None:
+    ends = {("t", p): 5 for p in range(50)}
+    mirror = MirrorOffsets()
+    for topic, partition in ends:
+        mirror.move((CONNECTOR, "src", topic, partition), 4, 1_000)
+    collector = MemoryCollector(ends, mirror, tmp_path / "w.json")
+    first = rows(collector)
+    admin = collector._admins["s:1"]
+    calls = admin.calls
+    collector.now += 10
+    second = rows(collector)
+    assert admin.calls == calls + 1  # the log ends; nothing lags: no second call
+    assert all(second[tp] is first[tp] for tp in first)
+    assert all(r.status is Status.OK and r.lag_records == 0 for r in second.values())
