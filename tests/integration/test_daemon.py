@@ -3,74 +3,23 @@
 from __future__ import annotations
 
 import json
-import os
 import signal
-import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 from ruamel.yaml import YAML
 
 from offsetd.audit import read_records
 from offsetd.devstack.stack import StackInfo
+from tests.integration.daemonproc import Daemon, free_port
 from tests.integration.kafkautil import ConnectClient, create_topic, produce, unique, wait_for
 
 pytestmark = pytest.mark.integration
 REPO = Path(__file__).resolve().parents[2]
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-class Daemon:
-    """One `offsetd run` process, started in its own session and killed by its PID."""
-
-    def __init__(self, config: Path, log: Path, port: int) -> None:
-        self.config, self.log_path, self.port = config, log, port
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> None:
-        log = self.log_path.open("ab")
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "offsetd", "run", "--config", str(self.config)],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            cwd=REPO,
-            start_new_session=True,
-        )
-        wait_for("the daemon's /metrics", self._metrics_up, timeout_s=120)
-
-    def _metrics_up(self) -> bool:
-        assert self.proc is not None
-        if self.proc.poll() is not None:
-            raise AssertionError(f"offsetd run exited: {self.log_path.read_text()[-3000:]}")
-        try:
-            return httpx.get(f"http://127.0.0.1:{self.port}/metrics", timeout=2).status_code == 200
-        except httpx.HTTPError:
-            return False
-
-    def metrics(self) -> str:
-        return httpx.get(f"http://127.0.0.1:{self.port}/metrics", timeout=5).text
-
-    def kill(self, sig: int = signal.SIGKILL) -> None:
-        """Signal the daemon's process group; a daemon slow to stop on SIGTERM gets SIGKILL."""
-        if self.proc is None or self.proc.poll() is not None:
-            return
-        os.killpg(self.proc.pid, sig)
-        try:
-            self.proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait(timeout=30)
 
 
 @pytest.fixture
@@ -83,7 +32,7 @@ def daemon_config(stack: StackInfo, tmp_path: Path) -> tuple[Path, dict[str, Any
         "partitions": 4,
         "rules_dir": str(REPO / "rules" / "examples"),
         "audit_topic": unique("offsetd.audit"),
-        "web_port": _free_port(),
+        "web_port": free_port(),
         "data_dir": str(tmp_path / "state"),
     }
     # Part 1's contract (decisions, counted once): its restarts and skips must not act here.

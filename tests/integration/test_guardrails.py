@@ -16,12 +16,6 @@ a FaultProxy where "no writing call" must be proven), the outcome metrics of the
 from __future__ import annotations
 
 import json
-import os
-import re
-import signal
-import socket
-import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -30,7 +24,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 from click.testing import CliRunner, Result
 from ruamel.yaml import YAML
@@ -40,6 +33,7 @@ from offsetd.cli import main
 from offsetd.devstack.faultproxy import FaultProxy
 from offsetd.devstack.stack import StackInfo
 from offsetd.remediation.quarantine import QuarantinedRecord, read_quarantined
+from tests.integration.daemonproc import Daemon, free_port
 from tests.integration.kafkautil import (
     ConnectClient,
     create_topic,
@@ -52,68 +46,6 @@ from tests.integration.kafkautil import (
 pytestmark = pytest.mark.integration
 REPO = Path(__file__).resolve().parents[2]
 WRITING_METHODS = {"PUT", "POST", "PATCH", "DELETE"}
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-# -- the daemon -----------------------------------------------------------------------------------
-
-
-class Daemon:
-    """One `offsetd run` process in its own session, stopped by its PID (process group)."""
-
-    def __init__(self, config: Path, log: Path, port: int) -> None:
-        self.config, self.log_path, self.port = config, log, port
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> None:
-        with self.log_path.open("ab") as log:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "offsetd", "run", "--config", str(self.config)],
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                cwd=REPO,
-                start_new_session=True,
-            )
-        wait_for("the daemon's /metrics", self._metrics_up, timeout_s=120)
-
-    def _metrics_up(self) -> bool:
-        assert self.proc is not None
-        if self.proc.poll() is not None:
-            raise AssertionError(f"offsetd run exited: {self.log()[-3000:]}")
-        try:
-            return httpx.get(f"http://127.0.0.1:{self.port}/metrics", timeout=2).status_code == 200
-        except httpx.HTTPError:
-            return False
-
-    def log(self) -> str:
-        return self.log_path.read_text(errors="replace")
-
-    def metric(self, name: str, **labels: str) -> float:
-        """The value of one sample of the daemon's /metrics (0 when the series does not exist)."""
-        text = httpx.get(f"http://127.0.0.1:{self.port}/metrics", timeout=5).text
-        for line in text.splitlines():
-            if not line.startswith(name + "{") and not line.startswith(name + " "):
-                continue
-            found = dict(re.findall(r'(\w+)="([^"]*)"', line.split("}")[0]))
-            if all(found.get(k) == v for k, v in labels.items()):
-                return float(line.rsplit(" ", 1)[1])
-        return 0.0
-
-    def stop(self) -> None:
-        if self.proc is None or self.proc.poll() is not None:
-            return
-        os.killpg(self.proc.pid, signal.SIGTERM)
-        try:
-            self.proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait(timeout=30)
 
 
 @dataclass
@@ -217,7 +149,7 @@ def daemon_setup(
         "partitions": 2,
         "rules_dir": str(tmp / "rules"),
         "audit_topic": unique("offsetd.audit"),
-        "web_port": _free_port(),
+        "web_port": free_port(),
         "data_dir": str(tmp / "state"),
     }
     data["remediation"] = {

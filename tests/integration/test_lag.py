@@ -14,7 +14,6 @@ import json
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -33,6 +32,7 @@ from offsetd.devstack import mm2
 from offsetd.devstack.stack import StackInfo
 from offsetd.errors import OffsetdError
 from offsetd.topics import ensure_compacted_topic
+from tests.integration.daemonproc import free_port
 from tests.integration.kafkautil import (
     ConnectClient,
     create_topic,
@@ -50,13 +50,6 @@ DASHBOARDS = REPO / "grafana" / "dashboards"
 OFFSETD = Path(sys.executable).with_name("offsetd")
 K = 25
 LAG_SETTINGS = {"interval": "1s", "window": "20s", "flush_interval": "1s", "slo_seconds": 3600}
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def shortened_rules(path: Path, target: Path) -> None:

@@ -89,10 +89,44 @@ def java_executable() -> str:
 def ensure_kafka_jars(pom: Path | None = None) -> Path:
     """Return a directory holding every jar of the stack, fetching it with mvn when needed."""
     pom = pom or find_pom()
+    return ensure_copied(pom, f"kafka-{kafka_version(pom)}", "the Kafka jars")
+
+
+def ensure_copied(pom: Path, name: str, what: str, root: Path | None = None) -> Path:
+    """The runtime jars of `pom` in `<root>/<name>-<pom hash>`, copied with mvn the first time.
+
+    The copy goes to a `.partial` folder renamed once complete (with a marker), so a copy
+    interrupted half-way is never used. Errors name `what` (e.g. "the Kafka jars")."""
     digest = hashlib.sha256(pom.read_bytes()).hexdigest()[:12]
-    target = cache_root() / f"kafka-{kafka_version(pom)}-{digest}"
+    target = (root or cache_root()) / f"{name}-{digest}"
     if (target / _MARKER).is_file():
         return target
+    mvn = require_tool("mvn", "install Apache Maven (e.g. apt-get install maven)")
+    staging = target.with_name(target.name + ".partial")
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(parents=True)
+    cmd = [
+        mvn,
+        "-B",
+        "-q",
+        "-f",
+        str(pom),
+        f"{DEPENDENCY_PLUGIN}:copy-dependencies",
+        "-DincludeScope=runtime",
+        f"-DoutputDirectory={staging}",
+    ]
+    result = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    if result.returncode != 0:
+        shutil.rmtree(staging, ignore_errors=True)
+        tail = " | ".join((result.stdout + result.stderr).strip().splitlines()[-3:])
+        raise DevStackError(
+            f"mvn could not fetch {what} from Maven Central (exit {result.returncode}); "
+            f"check network access to Maven Central and retry: {tail}"
+        )
+    (staging / _MARKER).write_text(digest)
+    shutil.rmtree(target, ignore_errors=True)
+    staging.rename(target)
+    return target
     mvn = require_tool("mvn", "install Apache Maven (e.g. apt-get install maven)")
     staging = target.with_name(target.name + ".partial")
     shutil.rmtree(staging, ignore_errors=True)

@@ -11,18 +11,14 @@ On a real cluster none of this runs: the job's conf carries `spark.jars.packages
 
 from __future__ import annotations
 
-import hashlib
-import shutil
-import subprocess
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from offsetd.devstack.errors import DevStackError
-from offsetd.devstack.jars import DEPENDENCY_PLUGIN, cache_root, require_tool
+from offsetd.devstack.jars import cache_root, ensure_copied
 from offsetd.spark.errors import SparkJobFailed
 
 POM_RELATIVE = Path("deploy/local/spark/pom.xml")
-_MARKER = ".complete"
 _POM_NS = {"m": "http://maven.apache.org/POM/4.0.0"}
 
 
@@ -72,42 +68,12 @@ def ensure_spark_kafka_jars(pyspark_version: str, pom: Path | None = None) -> li
     """The jars of Spark's Kafka source, fetched with mvn the first time; sorted paths."""
     pom = pom or find_pom()
     check_pyspark(pom, pyspark_version)
-    digest = hashlib.sha256(pom.read_bytes()).hexdigest()[:12]
-    target = spark_jars_dir() / f"spark-kafka-{pom_property(pom, 'spark.kafka.version')}-{digest}"
-    if not (target / _MARKER).is_file():
-        _fetch(pom, target, digest)
-    return sorted(target.glob("*.jar"))
-
-
-def _fetch(pom: Path, target: Path, digest: str) -> None:
+    name = f"spark-kafka-{pom_property(pom, 'spark.kafka.version')}"
     try:
-        mvn = require_tool("mvn", "install Apache Maven (e.g. apt-get install maven)")
+        target = ensure_copied(pom, name, "Spark's Kafka source", root=spark_jars_dir())
     except DevStackError as exc:  # same message, this command's exit code
         raise SparkJobFailed(str(exc)) from exc
-    staging = target.with_name(target.name + ".partial")
-    shutil.rmtree(staging, ignore_errors=True)
-    staging.mkdir(parents=True)
-    cmd = [
-        mvn,
-        "-B",
-        "-q",
-        "-f",
-        str(pom),
-        f"{DEPENDENCY_PLUGIN}:copy-dependencies",
-        "-DincludeScope=runtime",
-        f"-DoutputDirectory={staging}",
-    ]
-    result = subprocess.run(cmd, capture_output=True, text=True, check=False)
-    if result.returncode != 0:
-        shutil.rmtree(staging, ignore_errors=True)
-        tail = " | ".join((result.stdout + result.stderr).strip().splitlines()[-3:])
-        raise SparkJobFailed(
-            f"mvn could not fetch Spark's Kafka source from Maven Central "
-            f"(exit {result.returncode}); check network access and retry: {tail}"
-        )
-    (staging / _MARKER).write_text(digest)
-    shutil.rmtree(target, ignore_errors=True)
-    staging.rename(target)
+    return sorted(target.glob("*.jar"))
 
 
 if __name__ == "__main__":  # scripts/bootstrap: print the folder, fetching it if needed

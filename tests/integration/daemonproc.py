@@ -1,0 +1,82 @@
+"""`offsetd run` as a child process of a test: its own session, stopped by its PID."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+
+from tests.integration.kafkautil import wait_for
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+class Daemon:
+    """One `offsetd run` process in its own session, signalled by its PID (process group)."""
+
+    def __init__(self, config: Path, log: Path, port: int) -> None:
+        self.config, self.log_path, self.port = config, log, port
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        with self.log_path.open("ab") as log:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "offsetd", "run", "--config", str(self.config)],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                cwd=REPO,
+                start_new_session=True,
+            )
+        wait_for("the daemon's /metrics", self._metrics_up, timeout_s=120)
+
+    def _metrics_up(self) -> bool:
+        assert self.proc is not None
+        if self.proc.poll() is not None:
+            raise AssertionError(f"offsetd run exited: {self.log()[-3000:]}")
+        try:
+            return httpx.get(f"http://127.0.0.1:{self.port}/metrics", timeout=2).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def metrics(self) -> str:
+        return httpx.get(f"http://127.0.0.1:{self.port}/metrics", timeout=5).text
+
+    def metric(self, name: str, **labels: str) -> float:
+        """The value of one sample of the daemon's /metrics (0 when the series does not exist)."""
+        for line in self.metrics().splitlines():
+            if not line.startswith(name + "{") and not line.startswith(name + " "):
+                continue
+            found = dict(re.findall(r'(\w+)="([^"]*)"', line.split("}")[0]))
+            if all(found.get(k) == v for k, v in labels.items()):
+                return float(line.rsplit(" ", 1)[1])
+        return 0.0
+
+    def kill(self, sig: int = signal.SIGKILL) -> None:
+        """Signal the daemon's process group; a daemon slow to stop gets SIGKILL."""
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        os.killpg(self.proc.pid, sig)
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(timeout=30)
+
+    def stop(self) -> None:
+        self.kill(signal.SIGTERM)
