@@ -34,6 +34,7 @@ from offsetd.remediation.locate import (
     NotLocated,
     locate,
 )
+from offsetd.remediation.status_trail import StatusTrail
 from tests.integration.extra_worker import extra_worker
 from tests.integration.kafkautil import (
     ConnectClient,
@@ -248,6 +249,30 @@ def test_single_record_batches_when_the_poison_record_starts_the_batch(
         assert (result.record.offset, result.how) == (5, "single_record_batches")
         assert _config(connect, sink.name) == original
         assert original[MAX_POLL_RECORDS_KEY] == "2"
+    finally:
+        connect.delete(sink.name)
+
+
+def test_the_status_topic_shows_a_restart_that_failed_again(
+    connect: ConnectClient, west: str, stack: StackInfo, settings: Settings, tmp_path: Path
+) -> None:
+    """RUNNING then FAILED after the mark, however fast: the evidence polling can miss."""
+    sink = _failed_sink(connect, west, tmp_path / "trail.out", 0, 1, {})
+    try:
+        local = settings.connect_clusters["local"]
+        internal = settings.kafka_clusters[local.kafka_cluster].client_config()
+        trail = StatusTrail(internal, local.status_topic, sink.name)
+        trail.mark()
+        time.sleep(2)
+        assert not trail.ran_and_failed(frozenset({0}))  # still FAILED, never restarted
+        httpx.post(
+            f"{stack.connect['url']}/connectors/{sink.name}/restart",
+            params={"includeTasks": "true", "onlyFailed": "true"},
+        ).raise_for_status()
+        wait_for(
+            "the trail to show RUNNING then FAILED", lambda: trail.ran_and_failed(frozenset({0}))
+        )
+        assert not trail.ran_and_failed(frozenset({1}))  # another task id: nothing seen
     finally:
         connect.delete(sink.name)
 

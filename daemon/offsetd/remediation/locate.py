@@ -49,6 +49,7 @@ from offsetd.remediation.checks import (
     describe,
     fails,
 )
+from offsetd.remediation.status_trail import StatusTrail
 
 __all__ = [
     "MAX_POLL_RECORDS_KEY",
@@ -164,7 +165,14 @@ async def locate(
     conf = source_config(settings, decision.connect_cluster, name, info.config)
     if timeout_s is None:
         timeout_s = settings.remediation.locate_timeout / 1000
-    locator = _Locator(client, name, conf, read_timeout_s, poll_s)
+    connect = settings.connect_clusters.get(decision.connect_cluster)
+    internal = settings.kafka_clusters.get(connect.kafka_cluster) if connect else None
+    trail = (
+        StatusTrail(internal.client_config(), connect.status_topic, name)
+        if connect is not None and internal is not None
+        else None
+    )
+    locator = _Locator(client, name, conf, read_timeout_s, poll_s, trail)
     earlier: tuple[NotLocated, ...] = ()
     if single_record_batches:
         result = await locator.by_single_record_batches(timeout_s, on_override)
@@ -241,13 +249,20 @@ async def restore_override(
 
 class _Locator:
     def __init__(
-        self, client: ConnectClient, name: str, conf: dict[str, str], read_s: float, poll_s: float
+        self,
+        client: ConnectClient,
+        name: str,
+        conf: dict[str, str],
+        read_s: float,
+        poll_s: float,
+        trail: StatusTrail | None = None,
     ) -> None:
         self.client = client
         self.name = name
         self.conf = conf
         self.read_s = read_s
         self.poll_s = poll_s
+        self.trail = trail
 
     async def by_single_record_batches(
         self, timeout_s: float, on_override: OverrideHook | None
@@ -279,6 +294,8 @@ class _Locator:
                     if isinstance(exc, ConnectUnavailable | ConnectBusy):
                         raise
                     return NotLocated("config_rejected", str(exc))
+            if self.trail is not None:
+                await asyncio.to_thread(self.trail.mark)
             await self.client.restart_failed(name)
             repeated = await self._failed_again(failed, timeout_s, before)
             if not repeated:
@@ -357,8 +374,9 @@ class _Locator:
         The status cache may still show the old FAILED for a while after the restart request,
         so a FAILED counts only after the same task was seen in a live state — or when the
         group's committed offsets moved since the restart (the task ran: it delivered records
-        of the failed batch one by one). A restart-to-failure cycle faster than one poll with
-        nothing to deliver stays unproven: not located, never a guess.
+        of the failed batch one by one), or when the status topic holds RUNNING then FAILED for
+        it since the restart (a cycle faster than one poll). Without any of these the failure
+        stays unproven: not located, never a guess.
         """
         alive: set[int] = set()
         deadline = time.monotonic() + timeout_s
@@ -372,6 +390,13 @@ class _Locator:
                 if task.state in _ALIVE:
                     alive.add(task.id)
             failed_now = any(t.id in tasks and t.state == "FAILED" for t in status.tasks)
+            trail = self.trail
+            if (
+                failed_now
+                and trail is not None
+                and await asyncio.to_thread(trail.ran_and_failed, tasks)
+            ):
+                return True
             if failed_now:
                 moved = _committed(await self.client.offsets(self.name))
                 if moved != _committed(before):
