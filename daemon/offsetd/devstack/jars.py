@@ -127,29 +127,3 @@ def ensure_copied(pom: Path, name: str, what: str, root: Path | None = None) -> 
     shutil.rmtree(target, ignore_errors=True)
     staging.rename(target)
     return target
-    mvn = require_tool("mvn", "install Apache Maven (e.g. apt-get install maven)")
-    staging = target.with_name(target.name + ".partial")
-    shutil.rmtree(staging, ignore_errors=True)
-    staging.mkdir(parents=True)
-    cmd = [
-        mvn,
-        "-B",
-        "-q",
-        "-f",
-        str(pom),
-        f"{DEPENDENCY_PLUGIN}:copy-dependencies",
-        "-DincludeScope=runtime",
-        f"-DoutputDirectory={staging}",
-    ]
-    result = subprocess.run(cmd, capture_output=True, text=True, check=False)
-    if result.returncode != 0:
-        shutil.rmtree(staging, ignore_errors=True)
-        tail = " | ".join((result.stdout + result.stderr).strip().splitlines()[-3:])
-        raise DevStackError(
-            f"mvn could not fetch the Kafka jars from Maven Central (exit {result.returncode}); "
-            f"check network access to Maven Central and retry: {tail}"
-        )
-    (staging / _MARKER).write_text(digest)
-    shutil.rmtree(target, ignore_errors=True)
-    staging.rename(target)
-    return target
