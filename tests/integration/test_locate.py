@@ -277,6 +277,33 @@ def test_the_status_topic_shows_a_restart_that_failed_again(
         connect.delete(sink.name)
 
 
+def test_a_config_change_alone_restarts_a_failed_task(
+    connect: ConnectClient, west: str, stack: StackInfo, settings: Settings, tmp_path: Path
+) -> None:
+    """Connect restarts a connector's tasks for a new config by itself, FAILED ones included.
+
+    That run can fail before locate's restart request, which then finds no FAILED task to
+    restart: the reason locate marks the status topic before writing the one-record override
+    (the CI flake `failure_did_not_repeat` with the poison record first in its batch).
+    """
+    sink = _failed_sink(connect, west, tmp_path / "config.out", 0, 1, {})
+    try:
+        local = settings.connect_clusters["local"]
+        internal = settings.kafka_clusters[local.kafka_cluster].client_config()
+        trail = StatusTrail(internal, local.status_topic, sink.name)
+        trail.mark()
+        config = {**_config(connect, sink.name), MAX_POLL_RECORDS_KEY: "1"}
+        httpx.put(
+            f"{stack.connect['url']}/connectors/{sink.name}/config", json=config, timeout=30
+        ).raise_for_status()
+        wait_for(
+            "RUNNING then FAILED with no restart request",
+            lambda: trail.ran_and_failed(frozenset({0})),
+        )
+    finally:
+        connect.delete(sink.name)
+
+
 def test_the_dlq_named_record_is_taken_as_is(stack: StackInfo, settings: Settings) -> None:
     ref = RecordRef(topic="orders", partition=3, offset=1200)
     result = _locate(stack.connect["url"], settings, decision_for("no-such-connector", ref))

@@ -286,6 +286,10 @@ class _Locator:
         before = await self.client.offsets(name)
         if on_override is not None:
             await on_override(original_value)
+        if self.trail is not None:
+            # Before the config change: Connect restarts the tasks for a new config by itself,
+            # and that run can fail before the restart request (which then finds no FAILED task).
+            await asyncio.to_thread(self.trail.mark)
         try:
             if original_value != "1":
                 try:
@@ -294,8 +298,6 @@ class _Locator:
                     if isinstance(exc, ConnectUnavailable | ConnectBusy):
                         raise
                     return NotLocated("config_rejected", str(exc))
-            if self.trail is not None:
-                await asyncio.to_thread(self.trail.mark)
             await self.client.restart_failed(name)
             repeated = await self._failed_again(failed, timeout_s, before)
             if not repeated:
