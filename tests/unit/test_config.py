@@ -746,7 +746,14 @@ def _connect(**extra: Any) -> ConnectCluster:
 
 def test_httpx_options_default_and_no_verify(tmp_path: Path) -> None:
     default = _connect().httpx_options()
-    assert default == {"base_url": "https://connect.example:8083", "auth": None, "verify": True}
+    verify = default.pop("verify")
+    assert default == {"base_url": "https://connect.example:8083", "auth": None}
+    # httpx's own default trust (certifi), loaded once and shared by every client of the cluster
+    assert isinstance(verify, ssl.SSLContext)
+    assert verify.get_ca_certs()
+    assert verify.verify_mode == ssl.CERT_REQUIRED
+    assert verify.check_hostname
+    assert _connect().httpx_options()["verify"] is verify
 
     opts = load_settings(write(tmp_path, FULL), {}).connect_clusters["local"].httpx_options()
     assert opts["verify"] is False
@@ -764,6 +771,16 @@ def test_httpx_options_ca_file_gives_ssl_context() -> None:
     assert isinstance(verify, ssl.SSLContext)
     assert verify.verify_mode == ssl.CERT_REQUIRED
     assert verify.get_ca_certs()
+
+
+def test_httpx_options_reads_a_rotated_ca_file_again(tmp_path: Path) -> None:
+    ca = tmp_path / "ca.pem"
+    ca.write_bytes(Path(certifi.where()).read_bytes())
+    cluster = _connect(tls={"ca_file": str(ca)})
+    first = cluster.httpx_options()["verify"]
+    assert cluster.httpx_options()["verify"] is first
+    os.utime(ca, ns=(ca.stat().st_atime_ns, ca.stat().st_mtime_ns + 1_000_000_000))
+    assert cluster.httpx_options()["verify"] is not first
 
 
 def test_httpx_options_missing_ca_file_is_a_config_error(tmp_path: Path) -> None:

@@ -32,6 +32,7 @@ import os
 import re
 import secrets
 import tempfile
+import threading
 import time
 import zlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -750,6 +751,7 @@ class KafkaSnapshotStore:
         self.chunk_size = chunk_size
         self.timeout_s = timeout_s
         self._producer: Producer | None = None
+        self._put_lock = threading.Lock()
         self._topic_ok = False
         # id -> (chunk set, count) of the latest header this store read or wrote: the set to
         # tombstone once a rewrite with other chunks is acknowledged. Only sets a header
@@ -854,6 +856,11 @@ class KafkaSnapshotStore:
     # -- writing ------------------------------------------------------------------------------
 
     def put(self, snapshot: Snapshot) -> None:
+        # One put at a time: a store is shared by the daemon's concurrent sagas (in threads).
+        with self._put_lock:
+            self._put(snapshot)
+
+    def _put(self, snapshot: Snapshot) -> None:
         self.ensure_topic(create=True)
         header, chunks = pack_snapshot(snapshot, self.chunk_size)
         chunk_set = str(header["chunk_set"])

@@ -407,7 +407,9 @@ class Remediator:
             )
             await self.sagas.put(saga)
             result = await SkipSaga(self._skip_context(client, decision), saga).run()
-            return await self._skip_outcome(decision, result)
+            outcome, message, extra = await self._skip_outcome(decision, result)
+            extra["located"] = why
+            return outcome, message, extra
         finally:
             self._skip_pending.pop(owner, None)
 
@@ -452,6 +454,7 @@ class Remediator:
         extra: dict[str, Any] = {
             "saga": rec.key,
             "saga_status": result.status,
+            "located_by": rec.located_by,  # dlq | single_record_batches | check
             "steps": list(rec.events),
             "quarantine": rec.quarantine_ref,
             "snapshot_id": rec.snapshot_id,
@@ -642,8 +645,10 @@ class Remediator:
             "decided_at_ms": self.now_ms(),
             **extra,
         }
-        if "saga" in extra and extra.get("saga_status") == "done":
-            record["record"] = self.sagas.get(str(extra["saga"])).record  # type: ignore[union-attr]
+        # A located record is in the saga, whatever its end: failed and aborted skips name it too.
+        saga = self.sagas.get(str(extra["saga"])) if "saga" in extra else None
+        if saga is not None and saga.record is not None:
+            record["record"] = saga.record
         try:
             await self.audit.write(record)
         except OffsetdError as exc:

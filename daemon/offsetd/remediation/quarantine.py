@@ -18,6 +18,7 @@ timestamps, which may be old, and time-based retention would then delete a fresh
 from __future__ import annotations
 
 import hashlib
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
@@ -155,6 +156,11 @@ class Quarantine:
         self._timeout_s = timeout_s
         self._now_ms = now_ms
         self._producer: Producer | None = None
+        # The partition count once the topic is known, and one consumer for end offsets,
+        # shared by the daemon's sagas (threads): ~0.1 s per remediation otherwise.
+        self._known_partitions: int | None = None
+        self._offsets_consumer: Consumer | None = None
+        self._offsets_lock = threading.Lock()
 
     @classmethod
     def from_settings(
@@ -167,6 +173,11 @@ class Quarantine:
 
     def ensure_topic(self) -> int:
         """Create the topic if missing (not compacted, no time limit); returns its partitions."""
+        if self._known_partitions is None:
+            self._known_partitions = self._ensure_topic()
+        return self._known_partitions
+
+    def _ensure_topic(self) -> int:
         admin = AdminClient(dict(self._conf))
         try:
             metadata = admin.list_topics(timeout=self._timeout_s)
@@ -285,6 +296,10 @@ class Quarantine:
         if self._producer is not None:
             self._producer.flush(self._timeout_s)
             self._producer = None
+        with self._offsets_lock:
+            if self._offsets_consumer is not None:
+                self._offsets_consumer.close()
+                self._offsets_consumer = None
 
     # -- plumbing -------------------------------------------------------------------------------
 
@@ -343,9 +358,11 @@ class Quarantine:
 
     def _watermarks(self, partition: int) -> tuple[int, int]:
         # Right after the topic is created its partitions may have no leader yet: retry a while.
-        consumer = self._consumer()
         deadline = time.monotonic() + self._timeout_s
-        try:
+        with self._offsets_lock:
+            if self._offsets_consumer is None:
+                self._offsets_consumer = self._consumer()
+            consumer = self._offsets_consumer
             while True:
                 try:
                     low, high = consumer.get_watermark_offsets(
@@ -358,8 +375,6 @@ class Quarantine:
                             f"cannot read the end of {self.topic}-{partition}: {exc.args[0].str()}"
                         ) from None
                     time.sleep(0.2)
-        finally:
-            consumer.close()
 
     def _scan(self, partition: int, start: int) -> Iterator[Message]:
         """Every record of one partition from `start` to its end as of now."""
