@@ -578,7 +578,7 @@ class Remediator:
                 stop_s=self.settings.stop_timeout / 1000,
                 resume_s=self.settings.resume_timeout / 1000,
                 # waiting for STOPPED / RUNNING: a GET /status per poll, for a second or two
-                poll_s=0.1,
+                poll_s=0.05,
             ),
             log=lambda msg: log.info("%s", msg),
         )

@@ -98,7 +98,7 @@ class SkipTimings:
     settle_s: float = 20.0
     # The decision often comes from the DLQ record, ~0.5 s before Connect reports the task FAILED:
     # the recheck looks often while it waits for that (a GET /status each time).
-    settle_poll_s: float = 0.1
+    settle_poll_s: float = 0.05
 
 
 @dataclass(frozen=True)
