@@ -10,9 +10,10 @@ Observe mode cannot write by construction: the guard verdict for an observe deci
 Observe still reads (the failing-connector count, the connector's class) so that its `would_be`
 says what enforce would really have done.
 
-A decision is handled once per process: the stream and the start-up scan for decisions without
-an outcome can both hand over the same one (a decision audited just before `start` ran), and
-handling it twice would restart twice or eat a second unit of the skip budget.
+A decision is handled once per process (its id is kept a day, `recent_ids`): the stream and the
+start-up scan for decisions without an outcome can both hand over the same one (a decision
+audited just before `start` ran), and handling it twice would restart twice or eat a second
+unit of the skip budget.
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ from offsetd.remediation.guards import (
 )
 from offsetd.remediation.locate import restore_override
 from offsetd.remediation.notify import notify
+from offsetd.remediation.recent_ids import RecentIds
 from offsetd.remediation.rewind import RewindResult, RewindRunner
 from offsetd.remediation.sagas import SagaRecord, SagaStore, skip_key
 from offsetd.remediation.skip import (
@@ -91,9 +93,12 @@ class Remediator:
     _workers: dict[str, asyncio.Task[None]] = field(default_factory=dict)
     _skip_pending: dict[str, asyncio.Event] = field(default_factory=dict)
     _waiting_approval: dict[str, Decision] = field(default_factory=dict)
-    _submitted: set[str] = field(default_factory=set)
+    _submitted: RecentIds = field(init=False)
     _background: list[asyncio.Task[None]] = field(default_factory=list)
     _recovering: list[asyncio.Task[None]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self._submitted = RecentIds(self.now_ms)
 
     # -- entry points ---------------------------------------------------------------------------
 
