@@ -58,8 +58,11 @@ def produce(
     topic: str,
     records: Sequence[tuple[bytes | None, bytes | None]],
     partition: int = 0,
+    timestamps: Sequence[int] | None = None,
 ) -> list[int]:
-    """Produce in order to one partition and return the offsets the broker assigned."""
+    """Produce in order to one partition and return the offsets the broker assigned.
+
+    `timestamps`: the records' create times (ms), one per record; default: now."""
     producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
     offsets: list[int] = []
     errors: list[KafkaError] = []
@@ -70,8 +73,12 @@ def produce(
         else:
             offsets.append(offset_of(msg))
 
-    for key, value in records:
-        producer.produce(topic, value=value, key=key, partition=partition, on_delivery=on_delivery)
+    times = list(timestamps) if timestamps is not None else [0] * len(records)
+    assert len(times) == len(records), "one timestamp per record"
+    for (key, value), ts in zip(records, times, strict=True):
+        producer.produce(
+            topic, value=value, key=key, partition=partition, timestamp=ts, on_delivery=on_delivery
+        )
     remaining = producer.flush(30)
     assert remaining == 0, f"{remaining} records not delivered to {topic}"
     assert not errors, f"delivery errors: {errors}"

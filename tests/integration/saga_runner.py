@@ -13,6 +13,8 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -25,6 +27,26 @@ from offsetd.connect.meta import ConnectorMetaCache
 from offsetd.engine import Decision
 from offsetd.metrics.instruments import RemediationMetrics
 from offsetd.remediation.wiring import build_remediator
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def spawn(config: Path, *args: str, fault: str | None = None) -> subprocess.CompletedProcess[str]:
+    """Run this module in a child process (`run DECISION.json` or `recover`), with `fault`
+    (`crash:<step>:<when>`) armed through the test hooks when given."""
+    env = {**os.environ}
+    env.pop("OFFSETD_FAULT", None)
+    if fault:
+        env.update(OFFSETD_TEST_HOOKS="1", OFFSETD_FAULT=fault)
+    return subprocess.run(
+        [sys.executable, "-m", "tests.integration.saga_runner", str(config), *args],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
 
 
 async def main(config: Path, mode: str, decision_file: Path | None) -> int:

@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,8 +25,7 @@ from tests.integration.kafkautil import (
     unique,
     wait_for,
 )
-
-REPO = Path(__file__).resolve().parents[2]
+from tests.integration.saga_runner import spawn
 
 
 @dataclass(frozen=True)
@@ -119,22 +115,6 @@ def skip_decision(p: Poisoned, mode: str = "enforce") -> Decision:
     )
 
 
-def runner(config: Path, *args: str, fault: str | None = None) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ}
-    env.pop("OFFSETD_FAULT", None)
-    if fault:
-        env.update(OFFSETD_TEST_HOOKS="1", OFFSETD_FAULT=fault)
-    return subprocess.run(
-        [sys.executable, "-m", "tests.integration.saga_runner", str(config), *args],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-
-
 def assert_skipped_once(
     connect: ConnectClient, west: str, data: dict[str, Any], p: Poisoned
 ) -> None:
@@ -182,12 +162,12 @@ def test_a_skip_killed_at_any_point_completes_exactly_once(
     decision = tmp_path / "decision.json"
     decision.write_text(skip_decision(p).model_dump_json())
     try:
-        crashed = runner(config, "run", str(decision), fault=f"crash:{step}:{when}")
+        crashed = spawn(config, "run", str(decision), fault=f"crash:{step}:{when}")
         assert crashed.returncode == CRASH_EXIT_CODE, crashed.stderr[-3000:]
-        recovered = runner(config, "recover")
+        recovered = spawn(config, "recover")
         assert recovered.returncode == 0, recovered.stderr[-3000:]
         assert_skipped_once(connect, west, data, p)
-        again = runner(config, "recover")  # a second restart finds nothing left to do
+        again = spawn(config, "recover")  # a second restart finds nothing left to do
         assert again.returncode == 0, again.stderr[-3000:]
         assert_skipped_once(connect, west, data, p)
     finally:

@@ -166,6 +166,9 @@ def test_the_key_is_per_decision() -> None:
         # resumed already (by us before the crash, or by a person)
         (("snapshot", "stop", "patch", "resume"), "RUNNING", AFTER, ("done", True)),
         (("snapshot", "stop", "patch"), "RUNNING", AFTER, ("done", True)),
+        # resumed before the crash and already committed past the target: the recorded patch
+        # says the rewind happened (the offsets are no longer the after-image)
+        (("snapshot", "stop", "patch"), "RUNNING", (sink(10),), ("done", True)),
         # the connector was deleted meanwhile
         (("snapshot", "stop"), None, None, ("gone", False)),
     ],

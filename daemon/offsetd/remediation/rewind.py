@@ -35,6 +35,7 @@ from offsetd.offsets.operations import OffsetsService, Outcome, Plan
 from offsetd.offsets.retarget import Selection, target_patch
 from offsetd.offsets.snapshots import Snapshot
 from offsetd.offsets.targets import Target, TargetKind, parse_timestamp
+from offsetd.remediation import faults
 from offsetd.remediation.sagas import SagaRecord, SagaStore, Status
 from offsetd.spark.plan import load_plan  # plain JSON: reading a plan needs no pyspark
 
@@ -158,7 +159,11 @@ def recovery_step(
     """
     if state is None:
         return "gone", False
-    moved = current is not None and same_offsets(current, after) and not same_offsets(after, before)
+    # A recorded `patch` was written and read back: the rewind happened, even when a resumed
+    # sink has since committed past the target (its offsets are no longer the after-image).
+    moved = record.done("patch") or (
+        current is not None and same_offsets(current, after) and not same_offsets(after, before)
+    )
     if record.done("resume"):
         return "done", True
     if state != "STOPPED" or record.prior_state == "STOPPED":
@@ -316,9 +321,13 @@ class _Rewind:
     async def run(self, plan: Plan) -> RewindResult:
         service, connector = self.service, plan.connector
         try:
+            faults.point("snapshot", "before")
             snapshot = await service.snapshot(plan)
             self.snapshot_id, self.before, self.after = snapshot.id, plan.before, plan.after
+            faults.point("snapshot", "after-action")
             await self._step("snapshot", snapshot_id=snapshot.id)
+            faults.point("snapshot", "after-progress")
+            faults.point("stop", "before")
             try:
                 plan, snapshot = await service.stop_and_wait(plan, snapshot)
             except OffsetdError as exc:
@@ -327,11 +336,19 @@ class _Rewind:
                 status: Status = "left_stopped" if "may be STOPPED" in restored else "failed"
                 raise _Stop(status, f"stopping {connector} failed ({exc}); {restored}") from None
             self.before, self.after = plan.before, plan.after
+            faults.point("stop", "after-action")
             await self._step("stop", stopped_at_ms=self.runner.now_ms())
+            faults.point("stop", "after-progress")
+            faults.point("patch", "before")
             actual = await self._write(plan, snapshot)
+            faults.point("patch", "after-action")
             await self._step("patch")
+            faults.point("patch", "after-progress")
+            faults.point("resume", "before")
             final = await self._resume(plan, snapshot, actual)
+            faults.point("resume", "after-action")
             await self._step("resume", resumed_at_ms=self.runner.now_ms())
+            faults.point("resume", "after-progress")
         except _Stop as stop:
             return await self._end(stop.status, stop.message)
         except OffsetdError as exc:  # the saga store (or snapshot store) failed between steps
