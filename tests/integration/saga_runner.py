@@ -11,11 +11,13 @@ uses (`build_remediator`); only faust's stream is left out.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import os
 import subprocess
 import sys
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 from prometheus_client import CollectorRegistry
@@ -26,6 +28,7 @@ from offsetd.connect.client import ConnectClient
 from offsetd.connect.meta import ConnectorMetaCache
 from offsetd.engine import Decision
 from offsetd.metrics.instruments import RemediationMetrics
+from offsetd.remediation.executor import Remediator
 from offsetd.remediation.wiring import build_remediator
 
 REPO = Path(__file__).resolve().parents[2]
@@ -49,7 +52,11 @@ def spawn(config: Path, *args: str, fault: str | None = None) -> subprocess.Comp
     )
 
 
-async def main(config: Path, mode: str, decision_file: Path | None) -> int:
+@contextlib.asynccontextmanager
+async def remediation_layer(
+    config: Path, registry: CollectorRegistry | None = None
+) -> AsyncIterator[tuple[Remediator, AuditLog]]:
+    """The remediator `offsetd run` builds (`build_remediator`) and its audit log, closed after."""
     settings = load_settings(config)
     alias = settings.daemon_kafka_cluster()
     connect = dict(settings.connect_clusters)
@@ -58,11 +65,21 @@ async def main(config: Path, mode: str, decision_file: Path | None) -> int:
     meta = ConnectorMetaCache({n: ConnectClient.for_cluster(c) for n, c in connect.items()})
     for name in connect:
         await meta.refresh(name, force=True)
-    remediator = build_remediator(
-        settings, alias, connect, audit, RemediationMetrics.create(CollectorRegistry()), meta
-    )
+    metrics = RemediationMetrics.create(CollectorRegistry() if registry is None else registry)
+    remediator = build_remediator(settings, alias, connect, audit, metrics, meta)
     remediator.poll_s = 0.5
     try:
+        yield remediator, audit
+    finally:
+        await remediator.stop()
+        await meta.aclose()
+        remediator.sagas.close()
+        remediator.control.close()
+        audit.close()
+
+
+async def main(config: Path, mode: str, decision_file: Path | None) -> int:
+    async with remediation_layer(config) as (remediator, audit):
         if mode == "run":
             assert decision_file is not None
             decision = Decision.model_validate_json(decision_file.read_text())
@@ -73,10 +90,6 @@ async def main(config: Path, mode: str, decision_file: Path | None) -> int:
             await remediator.start(lambda _cluster, _connector: True)
             await remediator.idle()
             print(json.dumps({"outcome": "recovered"}))
-    finally:
-        await remediator.stop()
-        await meta.aclose()
-        audit.close()
     return 0
 
 

@@ -32,6 +32,7 @@ from offsetd.audit import read_records
 from offsetd.cli import main
 from offsetd.devstack.faultproxy import FaultProxy
 from offsetd.devstack.stack import StackInfo
+from offsetd.remediation.guards import count_failing
 from offsetd.remediation.quarantine import QuarantinedRecord, read_quarantined
 from tests.integration.daemonproc import Daemon, free_port
 from tests.integration.kafkautil import (
@@ -422,14 +423,7 @@ def test_a_skip_budget_of_one_stops_the_second_skip(
 
 def failing_connectors(connect: ConnectClient) -> int:
     """Connectors with the connector or a task FAILED on the stack now (what the guard counts)."""
-    expanded = connect.http.get("/connectors", params={"expand": "status"}).json()
-    count = 0
-    for entry in expanded.values():
-        status = entry.get("status") or {}
-        states = [status.get("connector", {}).get("state")]
-        states += [t.get("state") for t in status.get("tasks", [])]
-        count += "FAILED" in states
-    return count
+    return count_failing(connect.http.get("/connectors", params={"expand": "status"}).json())
 
 
 def test_three_sinks_failing_on_one_record_trip_a_blast_radius_of_two(

@@ -30,10 +30,8 @@ import pytest
 from prometheus_client import CollectorRegistry
 from ruamel.yaml import YAML
 
-from offsetd.audit import AuditLog, read_records
+from offsetd.audit import read_records
 from offsetd.config import load_settings
-from offsetd.connect.client import ConnectClient as OffsetdClient
-from offsetd.connect.meta import ConnectorMetaCache
 from offsetd.devstack.faultproxy import (
     DROP_ANSWER,
     REBALANCE_409,
@@ -44,10 +42,8 @@ from offsetd.devstack.faultproxy import (
 )
 from offsetd.devstack.procs import ProcessRecord
 from offsetd.devstack.stack import Stack, StackInfo
-from offsetd.metrics.instruments import RemediationMetrics
 from offsetd.offsets.snapshots import KafkaSnapshotStore
 from offsetd.remediation.quarantine import read_quarantined
-from offsetd.remediation.wiring import build_remediator
 from tests.integration.kafkautil import (
     ConnectClient,
     create_topic,
@@ -56,6 +52,7 @@ from tests.integration.kafkautil import (
     unique,
     wait_for,
 )
+from tests.integration.saga_runner import remediation_layer
 from tests.integration.test_remediation import Poisoned, skip_decision
 
 pytestmark = pytest.mark.integration
@@ -149,29 +146,11 @@ def connector_state(connect: ConnectClient, name: str) -> str:
 
 
 async def _remediate(config: Path, p: Poisoned) -> tuple[str, CollectorRegistry]:
-    settings = load_settings(config)
-    alias = settings.daemon_kafka_cluster()
-    connect = dict(settings.connect_clusters)
-    audit = AuditLog(settings.kafka_clusters[alias].client_config(), settings.daemon.audit_topic)
-    audit.start()
-    meta = ConnectorMetaCache({n: OffsetdClient.for_cluster(c) for n, c in connect.items()})
-    for name in connect:
-        await meta.refresh(name, force=True)
     registry = CollectorRegistry()
-    remediator = build_remediator(
-        settings, alias, connect, audit, RemediationMetrics.create(registry), meta
-    )
-    remediator.poll_s = 0.5
-    decision = skip_decision(p)
-    try:
+    async with remediation_layer(config, registry) as (remediator, audit):
+        decision = skip_decision(p)
         await audit.write(decision.audit_record())
         outcome = await remediator.handle(decision)
-    finally:
-        await remediator.stop()
-        await meta.aclose()
-        remediator.sagas.close()
-        remediator.control.close()
-        audit.close()
     return outcome, registry
 
 

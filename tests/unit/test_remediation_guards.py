@@ -28,6 +28,7 @@ from offsetd.remediation.guards import (
     Verdict,
     WritePermit,
     class_allowed,
+    count_failing,
     evaluate,
     open_breaker_if_recent_skip,
 )
@@ -469,3 +470,23 @@ def test_gauges_follow_the_state() -> None:
     state.apply_record(pause_record(False, "bob", NOW))
     publish_gauges(state, metrics)
     assert registry.get_sample_value("offsetd_automation_paused") == 0
+
+
+def test_count_failing_counts_a_connector_once_whether_it_or_its_tasks_failed() -> None:
+    def entry(connector: str, *tasks: str) -> dict[str, object]:
+        return {
+            "status": {
+                "connector": {"state": connector},
+                "tasks": [{"id": i, "state": t} for i, t in enumerate(tasks)],
+            }
+        }
+
+    expanded = {
+        "a": entry("RUNNING", "RUNNING"),
+        "b": entry("RUNNING", "FAILED", "FAILED"),
+        "c": entry("FAILED"),
+        "d": entry("PAUSED", "RUNNING", "FAILED"),
+        "e": {"status": None},  # just created: no status yet
+    }
+    assert count_failing(expanded) == 3
+    assert count_failing({}) == 0

@@ -42,6 +42,7 @@ from offsetd.remediation.guards import (
     WRITING_ACTIONS,
     GuardContext,
     WritePermit,
+    count_failing,
     evaluate,
     open_breaker_if_recent_skip,
 )
@@ -623,13 +624,7 @@ class Remediator:
         except OffsetdError as exc:
             log.warning("could not count failing connectors: %s", exc)
             return None
-        count = 0
-        for entry in expanded.values():
-            status = entry.get("status") or {}
-            states = [status.get("connector", {}).get("state")]
-            states += [t.get("state") for t in status.get("tasks", [])]
-            count += "FAILED" in states
-        return count
+        return count_failing(expanded)
 
     async def _finish(
         self, decision: Decision, outcome: str, message: str, extra: dict[str, Any]

@@ -32,9 +32,10 @@ because telling people is what should still happen during an outage or a pause.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
-from typing import Literal
+from typing import Any, Literal
 
 from offsetd.config import RemediationSettings
 from offsetd.engine.decide import Decision
@@ -250,6 +251,18 @@ def _protective(decision: Decision, ctx: GuardContext) -> Verdict | None:
                 f"(skip_budget.max {budget.max})",
             )
     return None
+
+
+def count_failing(expanded: Mapping[str, Any]) -> int:
+    """Connectors with the connector or any task FAILED, from `GET /connectors?expand=status`
+    (the blast radius's input)."""
+    count = 0
+    for entry in expanded.values():
+        status = entry.get("status") or {}
+        states = [status.get("connector", {}).get("state")]
+        states += [t.get("state") for t in status.get("tasks", [])]
+        count += "FAILED" in states
+    return count
 
 
 def class_allowed(

@@ -326,17 +326,8 @@ class SkipSaga:
                     f"the PATCH ({error}; {attempt + 1} attempts), so whether it changed only the "
                     "framework-managed offsets is unknown",
                 )
-            log.warning(
-                "%s: patch failed (%s); offsets read back unchanged or at the target; "
-                "retry %d of %d in %.0f s",
-                self.record.key,
-                error,
-                attempt + 1,
-                timings.max_retries,
-                delay,
-            )
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, timings.retry_max_s)
+            what = "patch (offsets read back unchanged or at the target)"
+            delay = await self._pause_before_retry(what, error, attempt, delay)
         raise AssertionError("unreachable")
 
     async def _read_back(self, plan: Plan, snapshot: Snapshot) -> tuple[OffsetEntry, ...]:
@@ -539,18 +530,25 @@ class SkipSaga:
             except OffsetdError as exc:
                 if attempt == timings.max_retries or not _retriable(exc):
                     raise
-                log.warning(
-                    "%s: %s failed (%s); retry %d of %d in %.0f s",
-                    self.record.key,
-                    step,
-                    exc,
-                    attempt + 1,
-                    timings.max_retries,
-                    delay,
-                )
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, timings.retry_max_s)
+                delay = await self._pause_before_retry(step, exc, attempt, delay)
         raise AssertionError("unreachable")
+
+    async def _pause_before_retry(
+        self, what: str, error: OffsetdError, attempt: int, delay: float
+    ) -> float:
+        """Log the failed attempt, wait `delay`; returns the next (doubled, capped) delay."""
+        timings = self.ctx.timings
+        log.warning(
+            "%s: %s failed (%s); retry %d of %d in %.0f s",
+            self.record.key,
+            what,
+            error,
+            attempt + 1,
+            timings.max_retries,
+            delay,
+        )
+        await asyncio.sleep(delay)
+        return min(delay * 2, timings.retry_max_s)
 
     def _where(self) -> str:
         t = self.target
