@@ -24,13 +24,15 @@ from typing import Any
 
 import httpx
 import pytest
-from confluent_kafka import Consumer, KafkaException, TopicPartition
+from confluent_kafka import Consumer, IsolationLevel, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient
 from prometheus_client.parser import text_string_to_metric_families
 from ruamel.yaml import YAML
 
 from offsetd.devstack import mm2
 from offsetd.devstack.stack import StackInfo
 from offsetd.errors import OffsetdError
+from offsetd.lag.kafka_io import OffsetSpec
 from offsetd.topics import ensure_compacted_topic
 from tests.integration.daemonproc import free_port
 from tests.integration.kafkautil import (
@@ -351,6 +353,39 @@ def test_stopped_replication_shows_exact_lag_stop_status_and_fires_the_alert(
     assert _value(lag_server, "offsetd_mm2_last_replicated_offset", labels) == K
     assert _value(lag_server, "offsetd_mm2_lag_seconds", labels) == 0
     assert wait_for("status OK", lambda: _status(lag_server, topic) == "OK", 30)
+
+
+def test_an_idle_transactional_topic_is_caught_up(east: str, lag_server: str) -> None:
+    """A committed transaction ends with a marker that takes an offset and is never replicated:
+    LEO = N + 2 once MM2 has copied every record, and that is lag 0 (not 1, which would turn
+    into a false STALL after one window)."""
+    topic = unique("lag-tx")
+    create_topic(east, topic)
+    producer = Producer({"bootstrap.servers": east, "transactional.id": unique("offsetd-test")})
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    for i in range(3):
+        producer.produce(topic, value=f"t{i}".encode(), partition=0)
+    producer.commit_transaction(30)
+    labels = _partition(topic)
+    wait_for(
+        "MM2 to replicate the transaction's records",
+        lambda: _value(lag_server, "offsetd_mm2_last_replicated_offset", labels) == 2,
+        timeout_s=90,
+    )
+    admin = AdminClient({"bootstrap.servers": east})
+    ends = admin.list_offsets(
+        {TopicPartition(topic, 0): OffsetSpec.latest()},
+        isolation_level=IsolationLevel.READ_COMMITTED,
+    )
+    assert next(iter(ends.values())).result().offset == 4  # records 0-2, the marker at 3
+    # Lag stays 0 and the status OK past the window (20 s): no false STALL.
+    deadline = time.monotonic() + 25
+    while time.monotonic() < deadline:
+        assert _value(lag_server, "offsetd_mm2_lag_records", labels) == 0
+        assert _value(lag_server, "offsetd_mm2_lag_seconds", labels) == 0
+        assert _status(lag_server, topic) == "OK"
+        time.sleep(2)
 
 
 # -- offsetd run ---------------------------------------------------------------------------------

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from offsetd.lag.arithmetic import first_unreplicated, records_lag, seconds_lag
+from offsetd.lag.arithmetic import first_unreplicated, records_lag, seconds_lag, visible_lag
 
 
 @pytest.mark.parametrize(
@@ -36,3 +36,17 @@ def test_seconds_lag() -> None:
     assert seconds_lag(3, 1_000, 5_500) == 4.5
     assert seconds_lag(3, None, 5_500) is None  # lagging, timestamp not fetched yet
     assert seconds_lag(3, 9_000, 5_000) == 0.0  # producer clock ahead: never negative
+
+
+@pytest.mark.parametrize(
+    ("lag", "end", "first_visible", "expected"),
+    [
+        (1, 11, None, 0),  # N = 9, a commit marker at 10: nothing a consumer sees is left
+        (4, 14, 11, 3),  # marker at 10 before the first record: not counted
+        (4, 14, 10, 4),  # the first unreplicated offset holds a record
+        (0, 10, None, 0),  # caught up stays caught up
+        (2, 12, 30, 0),  # never negative
+    ],
+)
+def test_visible_lag(lag: int, end: int, first_visible: int | None, expected: int) -> None:
+    assert visible_lag(lag, end, first_visible) == expected

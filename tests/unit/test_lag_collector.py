@@ -51,13 +51,30 @@ class MemoryAdmin:
 
 
 class MemoryFetcher:
-    """Record timestamps: offset o of any partition was written at `base_ms + o`."""
+    """Record timestamps: offset o of any partition was written at `base_ms + o`.
+
+    Offsets in `markers` are transaction markers (never returned, as for a consumer); with
+    `ends` set, a partition with no record before its end answers None.
+    """
 
     def __init__(self, base_ms: int) -> None:
         self.base_ms = base_ms
+        self.markers: dict[TP, set[int]] = {}
+        self.ends: dict[TP, int] | None = None
+        self.calls = 0
 
-    def fetch(self, wanted: Mapping[TP, int], timeout_s: float = 10.0) -> dict[TP, KafkaPosition]:
-        return {tp: KafkaPosition(o, self.base_ms + o) for tp, o in wanted.items()}
+    def fetch(
+        self, wanted: Mapping[TP, int], timeout_s: float = 10.0
+    ) -> dict[TP, KafkaPosition | None]:
+        self.calls += 1
+        out: dict[TP, KafkaPosition | None] = {}
+        for tp, wanted_offset in wanted.items():
+            o = wanted_offset
+            while o in self.markers.get(tp, ()):
+                o += 1
+            end = None if self.ends is None else self.ends[tp]
+            out[tp] = None if end is not None and o >= end else KafkaPosition(o, self.base_ms + o)
+        return out
 
     def close(self) -> None:
         return
@@ -154,3 +171,38 @@ def test_an_unchanged_estate_asks_one_listoffsets_per_cycle(tmp_path: Path) -> N
     assert admin.calls == calls + 1  # the log ends; nothing lags: no second call
     assert all(second[tp] is first[tp] for tp in first)
     assert all(r.status is Status.OK and r.lag_records == 0 for r in second.values())
+
+
+def test_transaction_markers_are_not_lag(tmp_path: Path) -> None:
+    """A committed transaction ends with a marker that is never replicated: LEO = N + 2 on an
+    idle transactional partition is caught up, and markers before the first unreplicated record
+    are not counted."""
+    ends = {("t", 0): 11, ("p", 0): 11}
+    mirror = MirrorOffsets()
+    mirror.move((CONNECTOR, "src", "t", 0), 9, 1_000)  # 10 is a commit marker
+    mirror.move((CONNECTOR, "src", "p", 0), 9, 1_000)  # plain topic: 10 is a record
+    collector = MemoryCollector(ends, mirror, tmp_path / "w.json")
+    collector.fetcher.markers = {("t", 0): {10, 13}}
+    collector.fetcher.ends = ends
+    first = rows(collector)
+    assert (first[("t", 0)].lag_records, first[("t", 0)].lag_seconds) == (0, 0.0)
+    assert first[("t", 0)].status is Status.OK
+    assert first[("p", 0)].lag_records == 1
+
+    # Unchanged end: the answer is cached. A new transaction (11, 12, marker 13) moves the end,
+    # so the cached "nothing visible" no longer holds: 11 is the first record to replicate.
+    collector.now += 10
+    calls = collector.fetcher.calls
+    assert rows(collector)[("t", 0)].lag_records == 0
+    assert collector.fetcher.calls == calls
+    collector.now += 10
+    ends[("t", 0)] = 14
+    row = rows(collector)[("t", 0)]
+    assert row.lag_records == 3  # 11, 12 (and the marker at 13, which no read shows)
+    assert row.lag_seconds is not None
+    assert row.lag_seconds > 0
+
+    # MM2 replicated 11 and 12: N = 12, end 14 (marker at 13) -> caught up again.
+    collector.now += 10
+    mirror.move((CONNECTOR, "src", "t", 0), 12, 3_000)
+    assert rows(collector)[("t", 0)].lag_records == 0

@@ -46,11 +46,31 @@ def test_lag_while_not_running_is_stop() -> None:
 
 
 def test_running_with_n_unchanged_for_the_window_is_stall() -> None:
-    points = [(9, 10 + t, t) for t in range(0, 61, 10)]
+    points = [(9, 11 + t, t) for t in range(0, 61, 10)]
     samples = window(*points)
     assert status(samples, now_s=60, written_s=0) is Status.STALL
     # 50 s is not the whole window yet: not a stall (lag growing with N still: not WARN)
     assert status(samples[:-1], now_s=50, written_s=0) is Status.OK
+
+
+def test_an_idle_partition_that_gets_a_record_is_not_stalled_until_it_lags_a_window() -> None:
+    """N and its offsets record are an hour old, but the lag began one cycle ago (Burrow: a
+    partition stalls only if it lagged in every sample)."""
+    idle = [(9, 10, t) for t in range(3600, 3661, 10)]  # caught up for an hour
+    samples = window(*idle, (9, 11, 3670))
+    assert status(samples, now_s=3670, written_s=0) is Status.OK
+    # the same lag with N still unchanged, now for a whole window (and > 3 flush intervals)
+    samples = window(*idle, *[(9, 11, t) for t in range(3670, 3731, 10)])
+    assert status(samples, now_s=3730, written_s=0) is Status.STALL
+    # stopped: not-RUNNING is STOP at once, lagging or not for long
+    assert status(window(*idle, (9, 11, 3670)), now_s=3670, running=False) is Status.STOP
+
+
+def test_silence_alone_is_not_stop_while_the_lag_is_new() -> None:
+    """An old offsets record does not make a fresh lag STOP (window shorter than 3 flushes)."""
+    samples = [Sample(9, 10, 0), Sample(9, 10, 10_000), Sample(9, 12, 20_000)]
+    common = {"lag": 2, "running": True, "offset_written_ms": 0, "flush_ms": FLUSH}
+    assert evaluate(samples, now_ms=20_000, window_ms=10_000, **common) is Status.OK  # type: ignore[arg-type]
 
 
 def test_stall_needs_three_flush_intervals_even_with_a_short_window() -> None:

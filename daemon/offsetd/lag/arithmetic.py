@@ -6,7 +6,11 @@ the task seeks to N + 1 on start), so the next record to replicate is N + 1 and
     records lag = LEO - (N + 1), never negative.
 
 LEO is the source log end, or the last stable offset for transactional topics (ListOffsets with
-read_committed), so an idle transactional tail (a control marker past the last record) is not lag.
+read_committed). A committed transaction ends with a control marker that takes an offset but is
+never replicated, so an idle transactional partition has LEO = N + 2: lag 1 by the formula. The
+collector therefore reads the first record at N + 1 of every lagging partition (it needs its
+timestamp anyway): if a consumer sees none up to the end, the lag is 0; if the first one is past
+N + 1, the markers before it are not counted (`visible_lag`).
 A partition with no N yet is "not started": MM2 will start at the log start (its
 auto.offset.reset is earliest), so everything retained is lag: LEO - log start.
 
@@ -21,6 +25,7 @@ __all__ = [
     "first_unreplicated",
     "records_lag",
     "seconds_lag",
+    "visible_lag",
 ]
 
 
@@ -43,6 +48,17 @@ def first_unreplicated(last_replicated: int | None, log_start: int) -> int:
     if last_replicated is None:
         return log_start
     return max(last_replicated + 1, log_start)
+
+
+def visible_lag(lag: int, end: int, first_visible: int | None) -> int:
+    """The records lag without transaction markers that no consumer sees.
+
+    `first_visible` is the offset of the first record a read_committed consumer gets from the
+    first unreplicated offset on, or None when it gets none before `end`.
+    """
+    if lag <= 0 or first_visible is None:
+        return 0
+    return min(lag, max(0, end - first_visible))
 
 
 def seconds_lag(lag_records: int, first_record_ms: int | None, now_ms: int) -> float | None:

@@ -32,7 +32,7 @@ from confluent_kafka.admin import AdminClient
 
 from offsetd.config import Settings
 from offsetd.lag import checkpoints as cp
-from offsetd.lag.arithmetic import first_unreplicated, records_lag, seconds_lag
+from offsetd.lag.arithmetic import first_unreplicated, records_lag, seconds_lag, visible_lag
 from offsetd.lag.connect_state import ConnectView, MirrorFlow, read_connect
 from offsetd.lag.kafka_io import (
     EndOffsets,
@@ -62,6 +62,7 @@ __all__ = ["STAGES", "Collector"]
 TP = tuple[str, int]
 HEARTBEATS = "heartbeats"
 _PERSIST_EVERY_MS = 60_000
+_UNKNOWN: Any = object()  # a lagging partition whose first record was not read this cycle
 #: Steps whose failures are counted (exported from the start, at 0, as Prometheus advises).
 STAGES = (
     "connect",
@@ -122,7 +123,9 @@ class Collector:
         self._mirror: dict[str, MirrorOffsets] = {}
         self._views: dict[str, ConnectView] = {}
         self._assigned: dict[tuple[str, str], set[TP]] = {}
-        self._ts_cache: dict[tuple[str, str, int], tuple[int, Position]] = {}
+        # (cluster, topic, partition) -> (first unreplicated offset, first visible record or
+        # None, log end when read): a None is only valid while the log end has not moved.
+        self._ts_cache: dict[tuple[str, str, int], tuple[int, Position | None, int]] = {}
         self._checkpoint_tails: dict[tuple[str, str], Tail] = {}
         self._checkpoints: dict[tuple[str, str], dict[tuple[str, str, int], cp.Checkpoint]] = {}
         self.errors_total: Counter[str] = Counter(dict.fromkeys(STAGES, 0))
@@ -290,7 +293,7 @@ class Collector:
         """Rows of one source cluster's partitions (into `_rows`); its local heartbeat ages."""
         admin = self._admin(work.conf)
         where = work.conf["bootstrap.servers"]
-        requests = self._end_offsets.setdefault(where, EndOffsets())
+        requests = self._end_offsets.setdefault(where, EndOffsets(self.lag.list_offsets_batch))
         ends, failed = requests(admin, work.partitions())
         if failed:
             errors[f"list_offsets:{where}"] = (
@@ -362,10 +365,10 @@ class Collector:
         layout = _heartbeat_layout(admin, beats)
         for *_names, tps in layout:
             second.update(dict.fromkeys(tps, OffsetSpec.max_timestamp()))
-        found, _failed2 = list_offsets(admin, second)
+        found, _failed2 = list_offsets(admin, second, batch=self.lag.list_offsets_batch)
         starts = {tp: pos.offset for tp, pos in found.items() if second[tp] is earliest}
         local = _heartbeat_ages(layout, found, where_alias(work), now_ms)
-        first_ts = self._first_timestamps(work.conf, lagging, starts, errors)
+        firsts = self._first_records(work.conf, lagging, starts, ends, errors)
 
         # Pass 2: new, moving, lagging or not-OK partitions: window, status, a new row.
         for key, changed in todo.items():
@@ -377,11 +380,15 @@ class Collector:
             unsettled = self._unsettled[key] = set()  # rows to look at again next cycle
             for tp, end, n, written in changed:
                 start = starts.get(tp)
-                lag = records_lag(end, n, start)
+                lag = formula = records_lag(end, n, start)
+                first = firsts.get(tp, _UNKNOWN)
+                if first is not _UNKNOWN:
+                    lag = visible_lag(lag, end, None if first is None else first.offset)
                 wkey: WindowKey = (connect_cluster, connector, tp[0], tp[1])
                 samples = add_sample(
                     self.windows.get(wkey, []),
-                    Sample(-1 if n is None else n, end, now_ms),
+                    # the window sees the visible lag too (markers are not a stall)
+                    Sample(-1 if n is None else n, end - (formula - lag), now_ms),
                     self.lag.window,
                 )
                 self.windows[wkey] = samples
@@ -407,7 +414,9 @@ class Collector:
                     n,
                     written,
                     lag,
-                    seconds_lag(lag, first_ts.get(tp), now_ms),
+                    seconds_lag(
+                        lag, first.timestamp_ms if isinstance(first, Position) else None, now_ms
+                    ),
                     status,
                     data_loss=n is not None and start is not None and n + 1 < start,
                     # same partition, same flow (checked in pass 1): the same label text
@@ -423,22 +432,28 @@ class Collector:
             self._rows[key] = kept
         return local
 
-    def _first_timestamps(
+    def _first_records(
         self,
         conf: Mapping[str, str],
         lagging: Mapping[TP, int | None],
         starts: Mapping[TP, int],
+        ends: Mapping[TP, int],
         errors: dict[str, str],
-    ) -> dict[TP, int]:
-        """Timestamp of the first unreplicated record of each lagging partition (cached)."""
+    ) -> dict[TP, Position | None]:
+        """The first unreplicated record a consumer sees on each lagging partition (cached),
+        None where it sees none up to the log end (transaction markers only)."""
         where = conf["bootstrap.servers"]
-        out: dict[TP, int] = {}
+        out: dict[TP, Position | None] = {}
         missing: dict[TP, int] = {}
         for tp, n in lagging.items():
             first = first_unreplicated(n, starts.get(tp, 0))
             cached = self._ts_cache.get((where, *tp))
-            if cached is not None and cached[0] == first:
-                out[tp] = cached[1].timestamp_ms
+            if (
+                cached is not None
+                and cached[0] == first
+                and (cached[1] is not None or cached[2] == ends.get(tp))
+            ):
+                out[tp] = cached[1]
             elif len(missing) < self.lag.seconds_lag_max_fetches:
                 missing[tp] = first
         if missing:
@@ -448,8 +463,8 @@ class Collector:
                 errors[f"timestamps:{where}"] = str(exc)
                 fetched = {}
             for tp, pos in fetched.items():
-                self._ts_cache[(where, *tp)] = (missing[tp], pos)
-                out[tp] = pos.timestamp_ms
+                self._ts_cache[(where, *tp)] = (missing[tp], pos, ends.get(tp, -1))
+                out[tp] = pos
         return out
 
     def _sorted_keys(self) -> list[tuple[dict[TP, PartitionLag], TP]]:

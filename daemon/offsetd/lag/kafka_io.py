@@ -61,35 +61,61 @@ class Position:
     timestamp_ms: int  # -1 when the spec gives none (latest, earliest)
 
 
+def _c_list_offsets(
+    admin: AdminClient,
+    request: list[TopicPartition],
+    level: Any,
+    timeout_s: float,
+    batch: int | None,
+) -> list[Any]:
+    """The answer (ListOffsetsResultInfo or KafkaError) to each of `request`, in its order.
+
+    One C call per `batch` partitions (all in one call when None), every call in flight at once:
+    librdkafka sends one request per partition leader and call. It merges each leader's answer
+    into the call's result by a linear search per partition (`rd_kafka_ListOffsets_response_merge`
+    in librdkafka 2.16), so one call costs O(n^2) CPU: 0.6 s at 10k partitions, about a minute
+    at 100k. `lag.list_offsets_batch` trades requests per broker (ceil(n / batch)) for that CPU.
+    """
+    size = batch or len(request) or 1
+    pending: list[tuple[list[TopicPartition], concurrent.futures.Future[Any]]] = []
+    for start in range(0, len(request), size):
+        part = request[start : start + size] if batch else request
+        future: concurrent.futures.Future[dict[TopicPartition, Any]] = concurrent.futures.Future()
+        future.set_running_or_notify_cancel()
+        _C_LIST_OFFSETS(
+            admin, part, future, isolation_level_value=level.value, request_timeout=timeout_s
+        )
+        pending.append((part, future))
+    answers: list[Any] = []
+    for part, future in pending:
+        try:
+            answers.extend(map(future.result().__getitem__, part))
+        except KafkaException as exc:  # the whole call failed: every partition of it did
+            answers.extend([exc.args[0] if exc.args else exc] * len(part))
+    return answers
+
+
 def _list_offsets_raw(
-    admin: Any, specs: Mapping[TP, Any], read_committed: bool, timeout_s: float
+    admin: Any,
+    specs: Mapping[TP, Any],
+    read_committed: bool,
+    timeout_s: float,
+    batch: int | None = None,
 ) -> Iterable[tuple[TP, Any]]:
-    """((topic, partition), ListOffsetsResultInfo or KafkaError) for every partition, one call.
+    """((topic, partition), ListOffsetsResultInfo or KafkaError) for every partition.
 
     confluent-kafka's public `AdminClient.list_offsets` wraps its one C call in one
     `concurrent.futures.Future` per partition (a Condition and a lock each, resolved one by one
     from a callback): at 100k partitions that alone was about half of a lag cycle's CPU. The C
     call takes the request as a list and resolves a single future with the whole dict, so a real
-    AdminClient is asked that way; anything else (a wrapper, a test double) gets the public API.
+    AdminClient is asked that way (`_c_list_offsets`); anything else (a wrapper, a test double)
+    gets the public API.
     """
     level = IsolationLevel.READ_COMMITTED if read_committed else IsolationLevel.READ_UNCOMMITTED
     if _C_LIST_OFFSETS is not None and isinstance(admin, AdminClient):
-        request = [TopicPartition(t, p, int(spec._value)) for (t, p), spec in specs.items()]
-        future: concurrent.futures.Future[dict[TopicPartition, Any]] = concurrent.futures.Future()
-        future.set_running_or_notify_cancel()
-        _C_LIST_OFFSETS(
-            admin,
-            request,
-            future,
-            isolation_level_value=level.value,
-            request_timeout=timeout_s,
-        )
-        try:
-            results = future.result()
-        except KafkaException as exc:  # the whole request failed: every partition did
-            error = exc.args[0] if exc.args else exc
-            return [(key, error) for key in specs]
-        return [((tp.topic, tp.partition), info) for tp, info in results.items()]
+        keys = list(specs)
+        request = [TopicPartition(t, p, int(specs[t, p]._value)) for t, p in keys]
+        return zip(keys, _c_list_offsets(admin, request, level, timeout_s, batch), strict=True)
     futures = admin.list_offsets(
         {TopicPartition(t, p): spec for (t, p), spec in specs.items()},
         isolation_level=level,
@@ -110,13 +136,15 @@ def list_offsets(
     *,
     read_committed: bool = True,
     timeout_s: float = 30.0,
+    batch: int | None = None,
 ) -> tuple[dict[TP, Position], dict[TP, str]]:
-    """Positions for every partition of `specs` in one call; failures per partition, not raised."""
+    """Positions for every partition of `specs` (one call per `batch` partitions, all in one
+    call by default); failures per partition, not raised."""
     if not specs:
         return {}, {}
     found: dict[TP, Position] = {}
     failed: dict[TP, str] = {}
-    for key, info in _list_offsets_raw(admin, specs, read_committed, timeout_s):
+    for key, info in _list_offsets_raw(admin, specs, read_committed, timeout_s, batch):
         if isinstance(info, (KafkaError, Exception)):
             failed[key] = str(info)
         else:
@@ -137,7 +165,8 @@ class EndOffsets:
     path that reports it.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, batch: int | None = None) -> None:
+        self.batch = batch  # partitions per call (see _c_list_offsets); None: one call
         self._keys: frozenset[TP] = frozenset()
         self._order: list[TP] = []
         self._request: list[TopicPartition] = []
@@ -165,22 +194,7 @@ class EndOffsets:
                 self._specs = dict.fromkeys((TopicPartition(t, p) for t, p in self._order), latest)
         level = IsolationLevel.READ_COMMITTED if read_committed else IsolationLevel.READ_UNCOMMITTED
         if direct:
-            future: concurrent.futures.Future[dict[TopicPartition, Any]] = (
-                concurrent.futures.Future()
-            )
-            future.set_running_or_notify_cancel()
-            _C_LIST_OFFSETS(
-                admin,
-                self._request,
-                future,
-                isolation_level_value=level.value,
-                request_timeout=timeout_s,
-            )
-            try:
-                answers = list(map(future.result().__getitem__, self._request))
-            except KafkaException as exc:  # the whole request failed: every partition did
-                error = str(exc.args[0] if exc.args else exc)
-                return {}, dict.fromkeys(self._order, error)
+            answers = _c_list_offsets(admin, self._request, level, timeout_s, self.batch)
         else:  # anything else (a wrapper, a test double): the public API, a future each
             futures = admin.list_offsets(
                 self._specs, isolation_level=level, request_timeout=timeout_s
@@ -253,15 +267,19 @@ class TimestampFetcher:
             },
         )
 
-    def fetch(self, wanted: Mapping[TP, int], timeout_s: float = 10.0) -> dict[TP, Position]:
+    def fetch(self, wanted: Mapping[TP, int], timeout_s: float = 10.0) -> dict[TP, Position | None]:
         """The first record at or after each wanted offset (its real offset and timestamp).
+
+        None for a partition that has no record a consumer would see from there to its end
+        (`read_committed`: only transaction markers or aborted records are left); a partition
+        whose answer did not come within `timeout_s` is absent.
 
         `consume` returns early only when it has `num_messages`; a lagging partition often
         holds fewer records than asked, so each wait is kept short (50 ms, librdkafka's fetch
         wait): with 200 ms waits and 32 partitions at a time, 5,000 lagging partitions took
         longer than 6 cycles (bench/README.md).
         """
-        out: dict[TP, Position] = {}
+        out: dict[TP, Position | None] = {}
         items = sorted(wanted.items())
         deadline = time.monotonic() + timeout_s
         for start in range(0, len(items), self.concurrency):
@@ -278,7 +296,8 @@ class TimestampFetcher:
                     err = msg.error()
                     if err is not None:
                         if err.code() == KafkaError._PARTITION_EOF:
-                            pending.discard(key)  # nothing there (yet): no timestamp
+                            out[key] = None  # nothing a consumer sees up to the end
+                            pending.discard(key)
                         continue
                     kind, ts = msg.timestamp()
                     if kind != 0:

@@ -5,11 +5,11 @@ A sample is (N, LEO, time) taken once per collection cycle. Rules, first match w
 - REWIND: N went backwards inside the window and has not come back (an offset reset);
 - OK: the partition is caught up now (records lag 0);
 - STOP: lag > 0 while the connector or its task is not RUNNING;
-- STALL: the task is RUNNING, lag > 0, and N has not changed for the whole window, which must
-  span at least 3 offset-flush intervals (Connect writes N only every flush interval, so a
-  shorter window cannot tell a stall from a pending flush);
-- STOP: lag > 0 and no offsets record for longer than the window (a not-started partition that
-  never starts, or a window shorter than 3 flush intervals);
+- STALL: the task is RUNNING, lag > 0 in every sample, and N has not changed for the whole
+  window, which must span at least 3 offset-flush intervals (Connect writes N only every flush
+  interval, so a shorter window cannot tell a stall from a pending flush);
+- STOP: lag > 0 in every sample and no offsets record for longer than the window (a
+  not-started partition that never starts, or a window shorter than 3 flush intervals);
 - WARN: N advances but lag grows through the window (never shrinks between samples, and ends
   higher than it started): replication is slower than the producers;
 - OK otherwise.
@@ -107,13 +107,14 @@ def evaluate(
         return Status.OK
     if not running:
         return Status.STOP
-    unchanged_ms = _unchanged_for(samples, now_ms, offset_written_ms)
+    lagging_ms = _lagging_for(samples, now_ms)
+    unchanged_ms = min(_unchanged_for(samples, now_ms, offset_written_ms), lagging_ms)
     if unchanged_ms >= max(window_ms, 3 * flush_ms):
         return Status.STALL
     silent_ms = now_ms - offset_written_ms if offset_written_ms is not None else None
     if silent_ms is None and samples and all(s.n < 0 for s in samples):
         silent_ms = now_ms - samples[0].t_ms  # never written: as old as the window says
-    if silent_ms is not None and silent_ms > window_ms:
+    if silent_ms is not None and min(silent_ms, lagging_ms) > window_ms:
         return Status.STOP
     if _lag_growing(samples):
         return Status.WARN
@@ -128,6 +129,24 @@ def _rewound(samples: Sequence[Sample]) -> bool:
             dropped = True
         highest = max(highest, s.n)
     return dropped and samples[-1].n < highest
+
+
+def _lagging_for(samples: Sequence[Sample], now_ms: int) -> int:
+    """How long the lag has been above 0 without a break, as far as the window shows.
+
+    Burrow's rule: a partition is only stalled (or stopped) if it lagged in every sample. An
+    idle caught-up partition that just got one record has an old N and an old offsets record,
+    but it has lagged for one cycle, not for the window. Unbounded when every sample lagged
+    (the lag began before the window: the other measures decide).
+    """
+    since = None
+    for s in reversed(samples):
+        if s.lag <= 0:
+            break
+        since = s.t_ms
+    else:
+        return 1 << 62
+    return 0 if since is None else now_ms - since
 
 
 def _unchanged_for(samples: Sequence[Sample], now_ms: int, offset_written_ms: int | None) -> int:
