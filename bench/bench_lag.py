@@ -45,6 +45,7 @@ from offsetd.devstack.stack import Stack
 from offsetd.lag.collector import Collector
 from offsetd.lag.connect_state import ConnectView, MirrorFlow
 from offsetd.lag.exposition import render
+from offsetd.lag.kafka_io import EndOffsets
 from offsetd.lag.mirror_offsets import MirrorOffsets, Position
 from offsetd.lag.server import metrics_server
 from offsetd.lag.snapshot import ConnectorHealth, Snapshot
@@ -57,12 +58,16 @@ CYCLES = 5
 # -- librdkafka statistics: ListOffsets requests per broker ------------------------------------
 
 
-class CountingAdmin:
-    """A real AdminClient with statistics on; `list_offsets_requests()` per broker so far."""
+class CountingAdmin(AdminClient):
+    """A real AdminClient with statistics on; `list_offsets_requests()` per broker so far.
+
+    A subclass, not a wrapper, so the collector takes the same direct C ListOffsets call it
+    takes with a plain AdminClient (see `offsetd.lag.kafka_io._list_offsets_raw`).
+    """
 
     def __init__(self, conf: dict[str, str]) -> None:
         self.latest: dict[str, Any] = {}
-        self._admin = AdminClient(
+        super().__init__(
             {**conf, "statistics.interval.ms": 100, "stats_cb": self._stats}  # type: ignore[dict-item]
         )
 
@@ -70,17 +75,14 @@ class CountingAdmin:
         self.latest = json.loads(raw)
 
     def list_offsets_requests(self) -> dict[str, int]:
-        self._admin.poll(0.3)  # serve the stats callback
+        self.poll(0.3)  # serve the stats callback
         time.sleep(0.25)
-        self._admin.poll(0.3)
+        self.poll(0.3)
         return {
             b["nodename"]: int(b.get("req", {}).get("ListOffsets", 0))
             for b in self.latest.get("brokers", {}).values()
             if b.get("nodeid", -1) >= 0
         }
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._admin, name)
 
 
 # -- stack set-up ----------------------------------------------------------------------------
@@ -449,6 +451,50 @@ def fake_case(size: int, workdir: Path, moving: float) -> dict[str, Any]:
     return result
 
 
+def batch_case(info: Any, size: int, batches: list[int | None]) -> dict[str, Any]:
+    """Log ends of `size` bench partitions on west: one ListOffsets call against calls of
+    `batch` partitions (lag.list_offsets_batch), in the same run, rounds interleaved.
+
+    Per call: wall time, process CPU (librdkafka's threads included: the O(n^2) merge of a
+    call's answers runs there) and ListOffsets requests per broker. Every way must give the
+    same ends.
+    """
+    name = setup(info, size)  # the topics (its connector is not needed here)
+    httpx.delete(f"{info.connect['url']}/connectors/{quote(name, safe='')}", timeout=60)
+    west = info.clusters["west"]["bootstrap.servers"]
+    partitions = [
+        (f"bench-lag-{size}-t{i}", p) for i in range(size // PER_TOPIC) for p in range(PER_TOPIC)
+    ]
+    admin = CountingAdmin({"bootstrap.servers": west})
+    calls = {batch: EndOffsets(batch) for batch in batches}
+    samples: dict[int | None, dict[str, list[float]]] = {
+        b: {"wall": [], "cpu": [], "requests": []} for b in batches
+    }
+    reference: dict[tuple[str, int], int] | None = None
+    for _ in range(CYCLES):
+        for batch, call in calls.items():
+            before = admin.list_offsets_requests()
+            t, c = time.perf_counter(), time.process_time()
+            ends, failed = call(admin, partitions)
+            samples[batch]["wall"].append(time.perf_counter() - t)
+            samples[batch]["cpu"].append(time.process_time() - c)
+            after = admin.list_offsets_requests()
+            samples[batch]["requests"].append(max(after[b] - before.get(b, 0) for b in after))
+            assert not failed, next(iter(failed.values()))
+            assert reference is None or ends == reference, "batched ends differ"
+            reference = ends
+    base = statistics.median(samples[batches[0]]["cpu"])
+    return {
+        str(batch): {
+            "wall_s": statistics.median(s["wall"]),
+            "process_cpu_s": statistics.median(s["cpu"]),
+            "cpu_x_one_call": statistics.median(s["cpu"]) / base,
+            "list_offsets_per_broker": statistics.median(s["requests"]),
+        }
+        for batch, s in samples.items()
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--run-dir", type=Path, required=True)
@@ -458,12 +504,25 @@ def main() -> None:
         "--moving", default="0,0.1,1", help="fractions of the fake estate moving every cycle"
     )
     parser.add_argument("--workdir", type=Path, default=Path(tempfile.gettempdir()) / "bench-lag")
+    parser.add_argument(
+        "--batches",
+        default="",
+        help="lag.list_offsets_batch values to compare with one call, e.g. 5000,2500 (stack sizes)",
+    )
     args = parser.parse_args()
     args.workdir.mkdir(parents=True, exist_ok=True)
     for moving in [float(m) for m in args.moving.split(",") if m] if args.fake else []:
         result = fake_case(args.fake, args.workdir, moving)
         print(f"fake {args.fake}, moving {moving}:", json.dumps(result, indent=1), flush=True)
     info = Stack(args.run_dir).info()
+    if args.batches:
+        batches: list[int | None] = [None, *(int(b) for b in args.batches.split(","))]
+        for size in [int(s) for s in args.sizes.split(",") if s]:
+            result = batch_case(info, size, batches)
+            print(
+                f"list_offsets_batch, {size} partitions:", json.dumps(result, indent=1), flush=True
+            )
+        return
     for size in [int(s) for s in args.sizes.split(",") if s]:
         print(
             f"stack {size}:", json.dumps(stack_case(info, size, args.workdir), indent=1), flush=True

@@ -531,6 +531,10 @@ class LagSettings(_Model):
     aggregate_per_topic: bool = False  # one series per topic instead of per partition
     seconds_lag_concurrency: Annotated[int, Field(ge=1, le=1000)] = 256  # partitions at a time
     seconds_lag_max_fetches: Annotated[int, Field(ge=0)] = 2_000  # per cycle; the rest next cycle
+    # Partitions per ListOffsets call; None: one call per source cluster and cycle (one request
+    # per broker). librdkafka merges a call's answers in O(n^2), so an estate far above ~20k
+    # partitions per source cluster may trade requests for CPU, e.g. 10000.
+    list_offsets_batch: Annotated[int, Field(ge=100)] | None = None
     slo_seconds: Annotated[float, Field(gt=0)] = 300.0  # exported for the seconds-lag alert
     state_file: Path | None = None
 
