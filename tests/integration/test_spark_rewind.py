@@ -26,6 +26,7 @@ import pytest
 from confluent_kafka import KafkaError, Message, Producer
 
 from offsetd.config import SparkSettings
+from offsetd.remediation.quarantine import read_quarantined
 from offsetd.spark import scan
 from offsetd.spark.jars import ensure_spark_kafka_jars
 from offsetd.spark.plan import PartitionRange, load_plan, summary_path
@@ -271,6 +272,7 @@ def test_skip_run_refused_then_applied(
     produced: Produced,
     connect: ConnectClient,
     sink: tuple[str, Path],
+    west: str,
     tmp_path: Path,
 ) -> None:
     name = sink[0]
@@ -298,6 +300,74 @@ def test_skip_run_refused_then_applied(
     assert runs[0] == {"first": produced.bad(0)[0], "last": produced.bad(0)[-1]}
     assert runs[6] is None
     assert runs[7] is None
+
+    # Applying it copies every record of each skipped run to the quarantine topic (the skip
+    # saga's, with its record format) before anything is patched. A topic of its own here, so
+    # "exactly the runs' records" can be checked.
+    topic = unique("offsetd.quarantine")
+    config = _with_quarantine_topic(offsetd_yaml, tmp_path, topic)
+    skipped = {p: produced.bad(p) for p in range(6)}
+    total = sum(len(offsets) for offsets in skipped.values())
+    dry = offsetd(config, "offsets", "import", "--dry-run", str(plan_path))
+    assert dry.exit_code == 0, dry.output + dry.stderr
+    assert f"would first copy {total:,} records of 6 runs to quarantine topic {topic}" in dry.output
+    for p, offsets in skipped.items():
+        run = f"{produced.topic}-{p} {offsets[0]}..{offsets[-1]} ({len(offsets):,} records)"
+        assert run in dry.output
+    assert "dry run: nothing was changed" in dry.output
+    assert _quarantined(west, topic) == Counter()  # the dry run wrote nothing
+    assert {p: o for p, o in _committed(connect, name).items() if p < 6} == {
+        p: starts[p] for p in range(6)
+    }
+
+    applied = offsetd(config, "offsets", "import", str(plan_path))
+    assert applied.exit_code == 0, applied.output + applied.stderr
+    assert f"quarantined {total:,} records to {topic}-" in applied.output
+    copies = Counter(
+        (produced.topic, p, o, None, produced.records[p][o][0])  # no keys were produced
+        for p, offsets in skipped.items()
+        for o in offsets
+    )
+    assert _quarantined(west, topic) == copies
+    stored = read_quarantined({"bootstrap.servers": west}, topic)
+    assert {(r.connector, r.saga_key) for r in stored} == {
+        (name, f"skip-run/{name}/{load_plan(plan_path).summary['document_sha256'][:16]}")
+    }
+    assert {r.ref.partition for r in stored} == {stored[0].ref.partition}  # one key, one partition
+    committed = _committed(connect, name)
+    assert {p: committed[p] for p in range(6)} == expected
+    assert committed[6] == produced.bad(6)[-1] + 1
+
+    # Applying the same plan again copies nothing twice (and the offsets are already there).
+    again = offsetd(config, "offsets", "import", str(plan_path))
+    assert again.exit_code == 0, again.output + again.stderr
+    assert f"({total:,} already there)" in again.output
+    assert _quarantined(west, topic) == copies
+
+
+def _with_quarantine_topic(config: Path, folder: Path, topic: str) -> Path:
+    from ruamel.yaml import YAML
+
+    yaml = YAML()
+    data = yaml.load(config.read_text())
+    data["remediation"] = {"quarantine_topic": topic}
+    out = folder / "offsetd-quarantine.yaml"
+    with out.open("w") as handle:
+        yaml.dump(data, handle)
+    return out
+
+
+Copy = tuple[str, int, int, bytes | None, bytes | None]
+
+
+def _quarantined(west: str, topic: str) -> Counter[Copy]:
+    """(original topic, partition, offset, key, value) of every copy in the quarantine topic."""
+    out: Counter[Copy] = Counter()
+    for record in read_quarantined({"bootstrap.servers": west}, topic):
+        assert record.original is not None
+        original, stored = record.original, record.stored
+        out[(original.topic, original.partition, original.offset, stored.key, stored.value)] += 1
+    return out
 
 
 def test_no_match_anywhere_writes_no_plan(

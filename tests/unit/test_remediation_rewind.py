@@ -2,22 +2,44 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any, cast
 
 import pytest
 
+from offsetd.config import Settings
+from offsetd.engine import Decision
+from offsetd.errors import InvalidDocument
 from offsetd.offsets.model import ConnectorKind, OffsetEntry, sink_partition
+from offsetd.offsets.operations import OffsetsService, Plan
+from offsetd.remediation.quarantine import QuarantineFailed
 from offsetd.remediation.rewind import (
     REWIND_STEPS,
     RewindRefused,
+    RewindRunner,
     RewindSpec,
     plan_entries,
     recovery_step,
     rewind_key,
     rewind_spec,
 )
-from offsetd.remediation.sagas import SagaRecord
-from offsetd.spark.plan import PLAN_FORMAT, RewindPlan, document_hash, load_plan, write_plan
+from offsetd.remediation.sagas import SagaRecord, SagaStore
+from offsetd.spark.plan import (
+    PLAN_FORMAT,
+    Mode,
+    PartitionRange,
+    PartitionScan,
+    Request,
+    RewindPlan,
+    build_plan,
+    decide,
+    document_hash,
+    load_plan,
+    write_plan,
+)
+from offsetd.spark.skiprun import CopyResult, SkipRunJob
 
 T = 1_795_000_000_000  # a time in epoch ms
 
@@ -185,3 +207,122 @@ def test_recovery_restores_only_what_it_can_trust(
 def test_a_connector_that_was_stopped_before_the_rewind_stays_stopped() -> None:
     rec = record("snapshot", "stop", "patch", prior_state="STOPPED")
     assert recovery_step(rec, "STOPPED", AFTER, BEFORE, AFTER) == ("done", True)
+
+
+# -- skip-run plans: quarantine first -----------------------------------------------------------
+
+
+class _FakeService:
+    """Just enough of OffsetsService for `RewindRunner.run` to plan; any change is recorded."""
+
+    connect_cluster = "local"
+
+    def __init__(self, before: list[OffsetEntry]) -> None:
+        self.before = before
+        self.touched: list[str] = []
+
+    async def describe(self, connector: str) -> tuple[ConnectorKind, str, str]:
+        return ConnectorKind.SINK, "FileStreamSink", "RUNNING"
+
+    async def plan_alter(self, connector: str, patch: list[OffsetEntry]) -> Plan:
+        after = {e.key: e for e in self.before} | {e.key: e for e in patch}
+        return Plan(
+            connector,
+            "alter",
+            ConnectorKind.SINK,
+            "FileStreamSink",
+            "RUNNING",
+            1,
+            tuple(self.before),
+            tuple(patch),
+            tuple(after.values()),
+        )
+
+    def __getattr__(self, name: str) -> Any:  # snapshot, stop_and_wait, write, ...
+        self.touched.append(name)
+        raise AssertionError(f"the rewind touched the connector ({name}) before quarantining")
+
+
+class _Copier:
+    def __init__(self, error: Exception | None) -> None:
+        self.error = error
+        self.jobs: list[tuple[SkipRunJob, dict[str, str]]] = []
+
+    def copy(self, job: SkipRunJob, context: dict[str, str]) -> CopyResult:
+        self.jobs.append((job, context))
+        if self.error is not None:
+            raise self.error
+        return CopyResult("offsetd.quarantine", 1, job.records, 0)
+
+
+class _Runner(RewindRunner):
+    def __init__(self, copier: _Copier) -> None:
+        super().__init__(Settings())
+        self.fake = copier
+
+    async def copier(self, service: Any, connector: str, kind: ConnectorKind) -> Any:
+        return self.fake, "the test's quarantine"
+
+
+def _skip_run_plan_file(folder: Path) -> Path:
+    request = Request("orders-sink", ConnectorKind.SINK, "value.bad", Mode.SKIP_RUN, "west")
+    ranges = [PartitionRange("orders", 0, 10, 20, committed=10)]
+    scans = {
+        ("orders", 0): PartitionScan(
+            "orders", 0, 10, 3, 10, 19, first_match=10, last_match=12, first_miss=13
+        )
+    }
+    out = folder / "plan.json"
+    write_plan(build_plan(request, decide(Mode.SKIP_RUN, ranges, scans)), out)
+    return out
+
+
+def _decision() -> Decision:
+    fields = {"id": "d1", "connector": "orders-sink", "connect_cluster": "local", "rule": "r"}
+    return cast(Decision, SimpleNamespace(**fields))
+
+
+@pytest.mark.parametrize(
+    "error", [QuarantineFailed("broker down"), InvalidDocument("moved since the plan")]
+)
+def test_a_skip_run_plan_whose_quarantine_fails_touches_nothing(
+    tmp_path: Path, error: Exception
+) -> None:
+    path = _skip_run_plan_file(tmp_path)
+    service = _FakeService([sink(10)])
+    copier = _Copier(error)
+    result = asyncio.run(
+        _Runner(copier).run(
+            cast(OffsetsService, service),
+            cast(SagaStore, None),
+            _decision(),
+            {"plan_file": str(path)},
+        )
+    )
+    assert result.outcome == "aborted"
+    assert "not all quarantined" in result.message
+    assert str(error) in result.message
+    assert "nothing was stopped or patched" in result.message
+    assert service.touched == []  # no snapshot, no stop, no PATCH
+    ((job, context),) = copier.jobs
+    assert [(r.first, r.last, r.records) for r in job.runs] == [(10, 12, 3)]
+    assert context["decision.id"] == "d1"
+    assert context["connect.cluster"] == "local"
+
+
+def test_a_skip_run_plan_is_refused_when_the_connector_moved(tmp_path: Path) -> None:
+    path = _skip_run_plan_file(tmp_path)
+    service = _FakeService([sink(11)])  # no longer at the run's start
+    copier = _Copier(None)
+    result = asyncio.run(
+        _Runner(copier).run(
+            cast(OffsetsService, service),
+            cast(SagaStore, None),
+            _decision(),
+            {"plan_file": str(path)},
+        )
+    )
+    assert result.outcome == "aborted"
+    assert "moved since the skip-run plan was computed" in result.message
+    assert copier.jobs == []
+    assert service.touched == []

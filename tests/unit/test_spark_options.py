@@ -78,6 +78,13 @@ def test_cluster_conf_uses_packages_and_fetches_nothing() -> None:
     assert "jaas" in conf["spark.sql.redaction.options.regex"]
 
 
+def test_ansi_mode_is_off_unless_the_spark_conf_sets_it() -> None:
+    for master in ("local[2]", "yarn"):
+        assert session_conf(SparkSettings(), master)["spark.sql.ansi.enabled"] == "false"
+    chosen = SparkSettings(conf={"spark.sql.ansi.enabled": "true"})
+    assert session_conf(chosen, "yarn")["spark.sql.ansi.enabled"] == "true"
+
+
 def test_secret_looking_spark_conf_is_refused() -> None:
     with pytest.raises(ValueError, match="looks like a secret"):
         SparkSettings(conf={"spark.kafka.sasl.password": "x"})

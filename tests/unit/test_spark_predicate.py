@@ -12,10 +12,11 @@ from pyspark.sql import DataFrame, SparkSession
 
 from offsetd.config import SparkSettings
 from offsetd.spark import scan
-from offsetd.spark.errors import InvalidPredicate
+from offsetd.spark.errors import InvalidPredicate, SparkJobFailed
+from offsetd.spark.job import run_scan
 from offsetd.spark.predicate import check_predicate, check_value_schema
 from offsetd.spark.progress import ScanProgress
-from offsetd.spark.session import start_session
+from offsetd.spark.session import ANSI, start_session
 
 SCHEMA = "order_id INT, status STRING"
 
@@ -115,6 +116,45 @@ def test_raw_values_without_a_schema(spark: SparkSession) -> None:
     frame = scan.with_predicate_columns(_records(spark, rows), None)
     found = scan.collect_scans(scan.per_partition(frame, "cast(value AS STRING) LIKE 'BAD%'"))
     assert (found[("t", 0)].matched, found[("t", 0)].first_match) == (1, 1)
+
+
+AMOUNTS = [
+    (0, 0, b'{"amount": "7"}'),
+    (0, 1, b'{"amount": "abc"}'),  # CAST('abc' AS INT) throws in ANSI mode, is NULL without
+    (0, 2, b'{"amount": "3"}'),
+    (0, 3, b'{"amount": "12"}'),
+    (0, 4, b'{"amount": "99999999999"}'),  # overflows INT: the same
+]
+CAST_PREDICATE = "CAST(value.amount AS INT) > 5"
+
+
+def test_a_value_the_predicate_cannot_convert_does_not_match(spark: SparkSession) -> None:
+    """Spark 4 turns ANSI mode on by default; offsetd's session turns it off, so a failing cast
+    is NULL (no match) instead of failing the whole scan."""
+    assert spark.conf.get(ANSI) == "false"
+    check_predicate(spark, CAST_PREDICATE, "amount STRING")
+    frame = scan.with_predicate_columns(_records(spark, AMOUNTS), "amount STRING")
+    found = run_scan(frame, CAST_PREDICATE)[("t", 0)]
+    assert (found.scanned, found.matched, found.first_match, found.last_match) == (5, 2, 0, 3)
+    assert found.first_miss == 1
+
+
+def test_with_ansi_set_explicitly_the_failing_scan_names_the_predicate(
+    spark: SparkSession,
+) -> None:
+    frame = scan.with_predicate_columns(_records(spark, AMOUNTS), "amount STRING")
+    spark.conf.set(ANSI, "true")  # as a user's spark.conf may
+    try:
+        with pytest.raises(SparkJobFailed) as info:
+            run_scan(frame, CAST_PREDICATE)
+    finally:
+        spark.conf.set(ANSI, "false")
+    message = str(info.value)
+    assert f"while evaluating the predicate {CAST_PREDICATE!r}" in message
+    assert "CAST_INVALID_INPUT" in message
+    assert "spark.sql.ansi.enabled is true" in message
+    assert "\n" not in message
+    assert "at org.apache" not in message
 
 
 def test_progress_reports_tasks_and_estimated_records(spark: SparkSession) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import json
 from collections.abc import Awaitable, Callable
@@ -27,6 +28,14 @@ from offsetd.offsets.operations import OffsetsService, Outcome, Plan, Timeouts
 from offsetd.offsets.retarget import Selection, target_patch
 from offsetd.offsets.targets import Target as OffsetTarget
 from offsetd.offsets.targets import TargetKind, parse_timestamp
+from offsetd.remediation.quarantine import QuarantineFailed
+from offsetd.spark.skiprun import (
+    SkipRunJob,
+    check_positions,
+    copier_for,
+    quarantine_context,
+    skip_run_job_of_file,
+)
 
 
 @click.group()
@@ -327,9 +336,14 @@ def alter(
         )
     off = _pop_offline(kw)
     target = _target(**kw)
+    job = _skip_run_job(file_)
     if off.pop("offline"):
         if spec is not None:
             no_targets_offline()
+        if job is not None:
+            raise click.UsageError(
+                "a skip-run plan is applied online: its runs are quarantined before the patch"
+            )
         raw = documents.parse_document(file_.read(), connector=connector)[connector]
         change_offline(target, connector, None, raw_patch=raw, dry_run=dry_run, **off)
         return
@@ -343,7 +357,10 @@ def alter(
             raw = documents.parse_document(file_.read(), connector=connector)
             kind, _cls, _status = await service.describe(connector)
             patch = documents.validate_entries(connector, kind, raw[connector])
-        return await service.plan_alter(connector, patch)
+        plan = await service.plan_alter(connector, patch)
+        if job is not None:
+            plan = await _quarantine_first(target, job, plan, dry_run)
+        return plan
 
     results = _with_client(target, lambda: _plan_and_run(service, [make_plan], dry_run))
     _report(results, target.output, dry_run)
@@ -367,20 +384,32 @@ def import_(
     resume_timeout: float,
     **kw: Any,
 ) -> None:
-    """Apply an exported document or Strimzi ConfigMap (file or '-' for stdin)."""
+    """Apply an exported document or Strimzi ConfigMap (file or '-' for stdin).
+
+    A skip-run plan of `offsetd rewind plan` (read from its file, with its .summary.json
+    beside it) first copies every record of each skipped run to the quarantine topic; only
+    once all copies are acknowledged is anything patched. --dry-run lists the runs.
+    """
+    job = _skip_run_job(source)
     raw = documents.parse_document(source.read(), connector=connector)
     target = _target(**kw)
     service = _service(target, stop_timeout, resume_timeout)
 
-    async def validated() -> list[Callable[[], Awaitable[Plan]]]:
+    async def validated() -> list[tuple[str, Callable[[], Awaitable[Plan]]]]:
         checked: dict[str, list[OffsetEntry]] = {}
         for name, entries in raw.items():  # validate everything before changing anything
             kind, _cls, _status = await service.describe(name)
             checked[name] = documents.validate_entries(name, kind, entries)
-        return [_alter_plan(service, name, patch) for name, patch in checked.items()]
+        return [(name, _alter_plan(service, name, patch)) for name, patch in checked.items()]
 
     async def run() -> list[Plan | Outcome]:
-        return await _plan_and_run(service, await validated(), dry_run)
+        results: list[Plan | Outcome] = []
+        for name, make in await validated():
+            plan = await make()
+            if job is not None and name == job.connector:
+                plan = await _quarantine_first(target, job, plan, dry_run)
+            results.append(plan if dry_run else await service.execute(plan))
+        return results
 
     _report(_with_client(target, run), target.output, dry_run)
 
@@ -389,6 +418,47 @@ def _alter_plan(
     service: OffsetsService, name: str, patch: list[OffsetEntry]
 ) -> Callable[[], Awaitable[Plan]]:
     return lambda: service.plan_alter(name, patch)
+
+
+def _skip_run_job(source: Any) -> SkipRunJob | None:
+    """The runs to quarantine when `source` is a skip-run plan file (None: any other input)."""
+    name = getattr(source, "name", None)
+    if not isinstance(name, str) or name in ("-", "<stdin>"):
+        return None
+    return skip_run_job_of_file(name)
+
+
+async def _quarantine_first(target: Target, job: SkipRunJob, plan: Plan, dry_run: bool) -> Plan:
+    """Copy every record of the plan's skipped runs to quarantine (or, dry: say what would be);
+    raises, with nothing patched, if any copy fails. Returns the plan with notes about it."""
+    if plan.kind is not job.kind:
+        raise InvalidDocument(
+            f"the skip-run plan was computed for a {job.kind} connector, but {job.connector} is "
+            f"a {plan.kind} connector now: not applied"
+        )
+    check_positions(job, plan.before)
+    copier, where = await copier_for(
+        target.settings, target.client, target.worker, job.connector, job.kind
+    )
+    runs = [f"skip-run: {line}" for line in job.describe()]
+    if dry_run:
+        head = (
+            f"skip-run: would first copy {job.records:,} records of {len(job.runs)} runs to "
+            f"{where} (key {job.key}); nothing is patched unless every copy is acknowledged"
+        )
+        return dataclasses.replace(plan, notes=(*plan.notes, head, *runs))
+    _say(f"skip-run: copying {job.records:,} records of {len(job.runs)} runs to {where} first")
+    context = quarantine_context(job, target.name)
+    try:
+        result = await asyncio.to_thread(copier.copy, job, context)
+    except QuarantineFailed as exc:
+        raise QuarantineFailed(
+            f"the skipped runs of {job.connector} were not all quarantined ({exc}): nothing was "
+            "patched; run the import again once that is fixed (copies made are not repeated)"
+        ) from None
+    _say(f"skip-run: {result.describe()}")
+    head = f"skip-run: {result.describe()} before the patch (key {job.key})"
+    return dataclasses.replace(plan, notes=(*plan.notes, head, *runs))
 
 
 @offsets.command()

@@ -18,6 +18,7 @@ prior state is restored; anything else -> left STOPPED, loudly.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -38,6 +39,15 @@ from offsetd.offsets.targets import Target, TargetKind, parse_timestamp
 from offsetd.remediation import faults
 from offsetd.remediation.sagas import SagaRecord, SagaStore, Status
 from offsetd.spark.plan import load_plan  # plain JSON: reading a plan needs no pyspark
+from offsetd.spark.skiprun import (
+    CopyResult,
+    RunCopier,
+    SkipRunJob,
+    check_positions,
+    copier_for,
+    quarantine_context,
+    skip_run_job,
+)
 
 __all__ = [
     "REWIND_STEPS",
@@ -218,11 +228,18 @@ class RewindRunner:
         self, service: OffsetsService, connector: str, spec: RewindSpec
     ) -> list[OffsetEntry]:
         """The entries to write: from the plan file, or the time resolved by ListOffsets."""
+        patch, _job = await self.target_for(service, connector, spec)
+        return patch
+
+    async def target_for(
+        self, service: OffsetsService, connector: str, spec: RewindSpec
+    ) -> tuple[list[OffsetEntry], SkipRunJob | None]:
+        """The entries to write, and for a skip-run plan the runs to quarantine first."""
         kind, _cls, _status = await service.describe(connector)
         if spec.plan_file is not None:
             path = Path(spec.plan_file).expanduser()
             plan = load_plan(path)
-            return plan_entries(
+            entries = plan_entries(
                 plan.connector,
                 plan.summary.get("connector_kind"),
                 plan.entries,
@@ -230,6 +247,7 @@ class RewindRunner:
                 kind,
                 str(path),
             )
+            return entries, skip_run_job(plan)
         info = await service.client.info(connector)
         location = resolve_location(
             connector,
@@ -240,9 +258,28 @@ class RewindRunner:
         )
         current = await service.client.offsets(connector)
         target = Target(TargetKind.TIMESTAMP, timestamp_ms=spec.timestamp_ms)
-        return await target_patch(
+        patch = await target_patch(
             kind, info.config, location, current, target, Selection(), self.settings
         )
+        return patch, None
+
+    async def copier(
+        self, service: OffsetsService, connector: str, kind: ConnectorKind
+    ) -> tuple[RunCopier, str]:
+        """Where a skip-run's records are copied: the skip saga's quarantine topic."""
+        worker = worker_view(self.settings, service.connect_cluster)
+        return await copier_for(self.settings, service.client, worker, connector, kind)
+
+    async def quarantine_runs(
+        self, service: OffsetsService, job: SkipRunJob, plan: Plan, decision_id: str
+    ) -> CopyResult:
+        """Copy every record of a skip-run plan's runs to quarantine, before anything else is
+        touched; raises (QuarantineFailed, InvalidDocument) when that cannot be done whole."""
+        check_positions(job, plan.before)
+        copier, where = await self.copier(service, job.connector, job.kind)
+        log.info("%s: quarantining %d skip-run records to %s", job.connector, job.records, where)
+        context = quarantine_context(job, service.connect_cluster, decision_id)
+        return await asyncio.to_thread(copier.copy, job, context)
 
     async def run(
         self,
@@ -255,15 +292,34 @@ class RewindRunner:
         connector = decision.connector
         try:
             spec = rewind_spec(params)
-            patch = await self.patch_for(service, connector, spec)
+            patch, job = await self.target_for(service, connector, spec)
             plan = await service.plan_alter(connector, patch)
         except OffsetdError as exc:  # nothing was touched yet
             return RewindResult("aborted", f"rewind of {connector} not started: {exc}")
+        copied: CopyResult | None = None
+        if job is not None:
+            # skip-run: the records it skips are kept whole first; no copy, no change. Also when
+            # the offsets are there already (applied before): what is missing is copied now.
+            try:
+                copied = await self.quarantine_runs(service, job, plan, decision.id)
+            except OffsetdError as exc:
+                return RewindResult(
+                    "aborted",
+                    f"rewind of {connector} not started: the skipped runs were not all "
+                    f"quarantined ({exc}); nothing was stopped or patched",
+                    {"target": spec.describe(), "before": _json(plan.before), "after": []},
+                )
+        quarantined = {} if copied is None or job is None else {"quarantine": _copies(job, copied)}
         if plan.patch is not None and same_offsets(plan.after, plan.before):
             return RewindResult(
                 "executed",
                 f"{connector} is already at {spec.describe()}: nothing to change",
-                {"target": spec.describe(), "before": _json(plan.before), "after": []},
+                {
+                    "target": spec.describe(),
+                    "before": _json(plan.before),
+                    "after": [],
+                    **quarantined,
+                },
             )
         now = self.now_ms()
         record = SagaRecord(
@@ -283,7 +339,8 @@ class RewindRunner:
             started_at_ms=now,
             updated_at_ms=now,
         )
-        return await _Rewind(self, service, store, record, spec.describe()).run(plan)
+        result = await _Rewind(self, service, store, record, spec.describe()).run(plan)
+        return replace(result, extra={**result.extra, **quarantined}) if quarantined else result
 
     async def recover(
         self, service: OffsetsService, store: SagaStore, record: SagaRecord
@@ -511,6 +568,18 @@ async def _put_back(service: OffsetsService, plan: Plan) -> str:
         return f"{plan.connector} is {await service.restore_state(plan)} again"
     except OffsetdError as exc:
         return f"putting {plan.connector} back failed ({exc}): it may be STOPPED"
+
+
+def _copies(job: SkipRunJob, copied: CopyResult) -> dict[str, Any]:
+    """Where a skip-run's records were quarantined (for the audit record)."""
+    return {
+        "topic": copied.topic,
+        "partition": copied.partition,
+        "key": job.key,
+        "copied": copied.copied,
+        "already": copied.already,
+        "runs": job.describe(),
+    }
 
 
 def _json(entries: Sequence[OffsetEntry]) -> list[dict[str, Any]]:

@@ -15,8 +15,9 @@ Modules, one concern each:
 - `scan`: the Kafka source over the ranges, the predicate, the per-partition aggregation;
 - `progress`: stages, records scanned and rate while the job runs;
 - `resolve`: which partitions and ranges (Connect REST and ListOffsets, no Spark);
-- `job`: the whole run, shared by the CLI and `spark-submit` (`__main__`).
+- `job`: the whole run, shared by the CLI and `spark-submit` (`__main__`);
+- `skiprun`: applying a skip-run plan — its runs copied to the quarantine topic before the patch.
 
 Only `session`, `predicate`, `scan`, `progress` and `job` import pyspark, so the CLI can import
-`plan` (and the daemon `load_plan`) without the `spark` extra installed.
+`plan` and `skiprun` (and the daemon `load_plan`) without the `spark` extra installed.
 """

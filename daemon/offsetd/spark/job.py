@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from py4j.protocol import Py4JError  # type: ignore[import-untyped]
 from pyspark.errors import PySparkException
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 
 from offsetd.config import SparkSettings
 from offsetd.spark import predicate, scan
@@ -54,7 +54,7 @@ def compute_plan(
         checked = predicate.check_predicate(spark, request.predicate, request.value_schema)
         scans, elapsed = _scan(spark, resolved, request, checked, say)
     except (PySparkException, Py4JError) as exc:
-        raise SparkJobFailed(f"the scan failed: {predicate.spark_reason(exc)}") from None
+        raise SparkJobFailed(scan_failure(request.predicate, exc)) from None
     decisions = decide(request.mode, resolved.ranges, scans)
     plan = build_plan(
         Request(
@@ -106,8 +106,42 @@ def _scan(
     spark.sparkContext.setJobGroup(group, f"rewind plan for {resolved.connector}")
     started = time.monotonic()
     with ScanProgress(spark.sparkContext, total, say, group):
-        found = scan.collect_scans(scan.per_partition(frame, request.predicate))
+        found = run_scan(frame, request.predicate)
     elapsed = time.monotonic() - started
     rate = total / max(elapsed, 1e-3)
     say(f"scanned {total:,} records in {elapsed:.1f} s ({rate:,.0f} records/s)")
     return found, elapsed
+
+
+def run_scan(frame: DataFrame, text: str) -> dict[tuple[str, int], PartitionScan]:
+    """The per-partition results of `text` over `frame` (the Spark job runs here); a failure
+    while it runs is a SparkJobFailed that names the predicate and Spark's reason."""
+    try:
+        return scan.collect_scans(scan.per_partition(frame, text))
+    except (PySparkException, Py4JError) as exc:
+        raise SparkJobFailed(scan_failure(text, exc)) from None
+
+
+# Errors a record's value raises only in ANSI mode (without it, the expression is NULL).
+_ANSI_ERRORS = (
+    "CAST_INVALID_INPUT",
+    "CAST_OVERFLOW",
+    "DIVIDE_BY_ZERO",
+    "ARITHMETIC_OVERFLOW",
+    "INVALID_ARRAY_INDEX",
+    "NUMERIC_VALUE_OUT_OF_RANGE",
+    "spark.sql.ansi.enabled",
+)
+
+
+def scan_failure(text: str, exc: BaseException) -> str:
+    """One line: the predicate, Spark's reason, and what to do about an ANSI-mode error."""
+    reason = predicate.spark_reason(exc)
+    message = f"the scan failed while evaluating the predicate {text!r}: {reason}"
+    if any(code in reason for code in _ANSI_ERRORS):
+        message += (
+            " (spark.sql.ansi.enabled is true in the Spark conf, so one value the predicate "
+            "cannot convert fails the whole scan: remove it from spark.conf, offsetd turns it "
+            "off, or use try_cast)"
+        )
+    return message

@@ -48,9 +48,17 @@ REDACTION: Mapping[str, str] = {
 }
 
 
+# On every master, unless offsetd.yaml's spark.conf sets it: Spark 4 turns ANSI mode on by
+# default, and then one bad value fails the whole scan (`CAST(value.amount AS INT)` over "abc"
+# throws CAST_INVALID_INPUT). A predicate that cannot be evaluated on a record is NULL, and a
+# NULL predicate does not match: the scan goes on, as the predicate's documentation promises.
+ANSI = "spark.sql.ansi.enabled"
+SEMANTICS: Mapping[str, str] = {ANSI: "false"}
+
+
 def session_conf(settings: SparkSettings, master: str) -> dict[str, str]:
     """The conf to start Spark with (pure, apart from fetching the local jars)."""
-    conf: dict[str, str] = dict(REDACTION)
+    conf: dict[str, str] = {**REDACTION, **SEMANTICS}
     local = master.startswith("local")
     if local:
         conf.update(LOCAL_DEFAULTS)
@@ -74,17 +82,31 @@ def submitted_master() -> str | None:
     return str(master) if master else None
 
 
+def _submitted(key: str) -> str | None:
+    """A Spark property spark-submit was given (`--conf`), when it started this process."""
+    if not os.environ.get("PYSPARK_GATEWAY_PORT"):
+        return None
+    SparkContext._ensure_initialized()
+    value = SparkConf().get(key, None)
+    return None if value is None else str(value)
+
+
 def start_session(
     settings: SparkSettings, master: str | None = None, say: Callable[[str], None] | None = None
 ) -> SparkSession:
     master = master or submitted_master() or settings.master
     conf = session_conf(settings, master)
+    submitted = _submitted(ANSI)
+    if ANSI not in settings.conf and submitted is not None:
+        conf[ANSI] = submitted  # spark-submit --conf set it explicitly: that wins
     if say is not None:
         say(f"starting Spark {pyspark.__version__} ({master})")
     builder = SparkSession.builder.master(master).appName(APP_NAME)
     for key, value in sorted(conf.items()):
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
+    # getOrCreate may return a session that already existed: the setting must hold for the scan.
+    spark.conf.set(ANSI, conf[ANSI])
     spark.sparkContext.setLogLevel("ERROR")
     # pyspark logs every analysis error with its JVM stack trace; offsetd reports it in one line.
     for name in ("DataFrameQueryContextLogger", "SQLQueryContextLogger"):
