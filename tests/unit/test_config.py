@@ -138,6 +138,7 @@ FULL_REDACTED: dict[str, Any] = {
         "aggregate_per_topic": False,
         "seconds_lag_concurrency": 256,
         "seconds_lag_max_fetches": 2000,
+        "list_offsets_batch": None,
         "slo_seconds": 300.0,
         "state_file": None,
     },
