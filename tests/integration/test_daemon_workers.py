@@ -14,6 +14,9 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
+import subprocess
+import sys
 import time
 import uuid
 from pathlib import Path
@@ -142,6 +145,19 @@ def test_two_workers_share_the_connectors_and_decide_each_once(
         ]
         assert all(count >= 1 for count in decided), decided
         assert sum(decided) == len(names), decided
+        matches = [w.metric("offsetd_rule_matches_total", rule=str(rule["name"])) for w in workers]
+        assert sum(matches) == len(names), matches
+        # `offsetd history` (its table) shows each connector's decision once.
+        shown = subprocess.run(
+            [sys.executable, "-m", "offsetd", "history", "--config", str(workers[0].config),
+             "--rule", str(rule["name"])],
+            capture_output=True, text=True, timeout=60, check=True,
+        ).stdout  # fmt: skip
+        assert shown.splitlines()[0].split()[:2] == ["DECIDED", "AT"], shown
+        # one decision row per connector (plus the row of its observe-mode outcome)
+        planned = "\n".join(line for line in shown.splitlines() if " planned " in line)
+        seen = {n: len(re.findall(rf"{re.escape(n)}(?!\d)", planned)) for n in names}
+        assert seen == dict.fromkeys(names, 1), shown
     finally:
         for daemon in workers:
             daemon.stop()
