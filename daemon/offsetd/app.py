@@ -47,7 +47,13 @@ from offsetd.events.frames import decode_frame, route_dlq, route_offsets, route_
 from offsetd.events.models import owner_key
 from offsetd.events.offsets import decode_offsets
 from offsetd.events.status import decode_status
-from offsetd.ingest import Ingest, IngestError, Source, ensure_events_topic
+from offsetd.ingest import (
+    EVENTS_MAX_MESSAGE_BYTES,
+    Ingest,
+    IngestError,
+    Source,
+    ensure_events_topic,
+)
 from offsetd.lag.ownership import LagOwnership
 from offsetd.metrics.instruments import DaemonMetrics
 from offsetd.offsets.javahash import murmur2
@@ -172,6 +178,7 @@ def build_app(wiring: Wiring) -> faust.App:
         events_name,
         partitions=settings.partitions,
         internal=True,  # faust creates it, with exactly this partition count
+        config={"max.message.bytes": str(EVENTS_MAX_MESSAGE_BYTES)},  # a large record passes
         key_type=str,
         value_type=bytes,
         key_serializer="raw",
@@ -206,7 +213,8 @@ def build_app(wiring: Wiring) -> faust.App:
     @app.task  # type: ignore[untyped-decorator]
     async def run_ingest() -> None:
         """The ingest thread lives as long as the app; if it dies, the worker stops with it."""
-        await asyncio.to_thread(
+        # its limit (raised if need be) decides which records are too large for any frame
+        ingest.max_message_bytes = await asyncio.to_thread(
             ensure_events_topic,
             wiring.kafka.client_config(),
             events_name,

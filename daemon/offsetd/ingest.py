@@ -17,7 +17,13 @@ partitioned with murmur2 (`murmur2_random`, the Java client's and faust's partit
 connector keeps its partition of the internal topic, whose count is fixed in config.
 
 A record that names no connector is counted, logged with its coordinates and skipped here; the
-decoders on the owner's side judge the rest.
+decoders on the owner's side judge the rest. So is a record too large for any frame: the internal
+topic is created with `max.message.bytes` = `EVENTS_MAX_MESSAGE_BYTES` (8x the broker default, so
+a status record with a long trace or a DLQ record with a long stack trace header passes whole),
+the producer's `message.max.bytes` is derived from the topic's actual limit, and a record whose
+frame would exceed it (sizes are exact, uncompressed: `events.frames.framed_size`) is counted as
+malformed ("too large", with its coordinates and size, never its content) and skipped; its offset
+is committed with its batch, so the stream moves on.
 """
 
 from __future__ import annotations
@@ -31,15 +37,34 @@ from dataclasses import dataclass
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin import AlterConfigOpType as _AlterOp  # type: ignore[attr-defined]
+from confluent_kafka.admin import ConfigEntry as _ConfigEntry  # type: ignore[attr-defined]
+from confluent_kafka.admin import ConfigResource as _ConfigResource  # type: ignore[attr-defined]
+from confluent_kafka.admin import ResourceType as _ResourceType  # type: ignore[attr-defined]
 from confluent_kafka.cimpl import NewTopic
 
 from offsetd.events.decode import Malformed, RawRecord, raw_record
-from offsetd.events.frames import Router, encode_frame
+from offsetd.events.frames import Router, encode_frame, frame_head_size, plan_frames
 from offsetd.offsets.offline import FETCH_TUNING
 
-__all__ = ["Ingest", "IngestError", "Source", "ensure_events_topic"]
+__all__ = [
+    "EVENTS_MAX_MESSAGE_BYTES",
+    "Ingest",
+    "IngestError",
+    "Source",
+    "ensure_events_topic",
+    "producer_message_limit",
+]
 
 log = logging.getLogger("offsetd.ingest")
+
+# The internal topic's `max.message.bytes` (a topic may exceed the broker's `message.max.bytes`):
+# a frame holding one record as large as a source topic accepts by default (1 MiB, more when
+# the record was compressed) fits with room to spare.
+EVENTS_MAX_MESSAGE_BYTES = 8 << 20
+KAFKA_DEFAULT_MAX_MESSAGE_BYTES = 1048588  # a topic's limit when nobody raised it
+_MAX_MESSAGE_BYTES = "max.message.bytes"
+_KEY_ALLOWANCE = 1024  # the frame's key (`<connect-cluster>/<connector>`) and record framing
 
 
 class IngestError(RuntimeError):
@@ -55,28 +80,106 @@ class Source:
     dlq: bool = False  # frame only the `__connect.errors.*` headers
 
 
+def producer_message_limit(topic_max_message_bytes: int) -> int:
+    """The producer's `message.max.bytes` for a topic with this `max.message.bytes`.
+
+    The producer checks a message's uncompressed size; the broker checks the compressed batch
+    (a lone large frame is a batch of its own: `batch.size` is 1 MB). gzip may grow
+    incompressible data by about 0.03%, and the batch has its own header: keep that margin.
+    """
+    return topic_max_message_bytes - topic_max_message_bytes // 1024 - 1024
+
+
 def ensure_events_topic(
-    conf: Mapping[str, str], topic: str, partitions: int, replication: int, timeout_s: float = 30
-) -> None:
-    """Create the internal topic with exactly `partitions` partitions, or check it has them."""
+    conf: Mapping[str, str],
+    topic: str,
+    partitions: int,
+    replication: int,
+    timeout_s: float = 30,
+    *,
+    max_message_bytes: int = EVENTS_MAX_MESSAGE_BYTES,
+) -> int:
+    """Create the internal topic with exactly `partitions` partitions, or check it has them.
+
+    Its `max.message.bytes` is raised to `max_message_bytes` (at creation, or on a topic that
+    has less, e.g. created by faust or an older offsetd); a broker that refuses keeps its own.
+    Returns the topic's `max.message.bytes` as it is now: what the ingest's frames must fit.
+    """
     admin = AdminClient(dict(conf))
     metadata = admin.list_topics(timeout=timeout_s)
     found = metadata.topics.get(topic)
     if found is None:
-        future = admin.create_topics(
-            [NewTopic(topic, partitions, replication)], operation_timeout=timeout_s
-        )[topic]
-        try:
-            future.result(timeout=timeout_s)
-        except KafkaException as exc:
-            if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
-                raise IngestError(f"cannot create {topic}: {exc.args[0].str()}") from None
-        return
-    if len(found.partitions) != partitions:
+        config = {_MAX_MESSAGE_BYTES: str(max_message_bytes)}
+        _create(admin, topic, partitions, replication, config, timeout_s)
+    elif len(found.partitions) != partitions:
         raise IngestError(
             f"{topic} has {len(found.partitions)} partitions, the config says {partitions}: "
             "one owner per connector needs the same count everywhere"
         )
+    limit = _topic_message_limit(admin, topic, timeout_s)
+    if limit is not None and limit >= max_message_bytes:
+        return limit
+    resource = _ConfigResource(
+        _ResourceType.TOPIC,
+        topic,
+        incremental_configs=[
+            _ConfigEntry(
+                _MAX_MESSAGE_BYTES,
+                str(max_message_bytes),
+                incremental_operation=_AlterOp.SET,
+            )
+        ],
+    )
+    try:
+        admin.incremental_alter_configs([resource])[resource].result(timeout=timeout_s)
+    except KafkaException as exc:
+        reason = exc.args[0]
+        text = reason.str() if isinstance(reason, KafkaError) else str(reason)
+        log.warning(
+            "could not raise %s of %s to %d (%s): records larger than %s bytes will be skipped",
+            _MAX_MESSAGE_BYTES,
+            topic,
+            max_message_bytes,
+            text,
+            limit,
+        )
+        return limit or KAFKA_DEFAULT_MAX_MESSAGE_BYTES
+    return max_message_bytes
+
+
+def _create(
+    admin: AdminClient,
+    topic: str,
+    partitions: int,
+    replication: int,
+    config: dict[str, str],
+    timeout_s: float,
+) -> None:
+    new = NewTopic(topic, partitions, replication, config=config)
+    future = admin.create_topics([new], operation_timeout=timeout_s)[topic]
+    try:
+        future.result(timeout=timeout_s)
+    except KafkaException as exc:
+        code = exc.args[0].code()
+        if code == KafkaError.TOPIC_ALREADY_EXISTS:
+            return
+        if config and code in (KafkaError.INVALID_CONFIG, KafkaError.POLICY_VIOLATION):
+            # the limit is a wish, not a need: the broker's own keeps the ingest going
+            log.warning("%s refused %s (%s)", topic, config, exc.args[0].str())
+            _create(admin, topic, partitions, replication, {}, timeout_s)
+            return
+        raise IngestError(f"cannot create {topic}: {exc.args[0].str()}") from None
+
+
+def _topic_message_limit(admin: AdminClient, topic: str, timeout_s: float) -> int | None:
+    """The topic's `max.message.bytes` (None when the broker does not say)."""
+    resource = _ConfigResource(_ResourceType.TOPIC, topic)
+    try:
+        entries = admin.describe_configs([resource])[resource].result(timeout=timeout_s)
+        entry = entries.get(_MAX_MESSAGE_BYTES)
+        return int(entry.value) if entry is not None and entry.value else None
+    except (KafkaException, ValueError):
+        return None
 
 
 @dataclass
@@ -101,6 +204,7 @@ class Ingest:
         batch: int = 5000,
         poll_s: float = 0.02,
         max_frame_bytes: int = 256 * 1024,
+        max_message_bytes: int = KAFKA_DEFAULT_MAX_MESSAGE_BYTES,
         compression: str = "gzip",
         max_pending_batches: int = 4,
         on_malformed: Callable[[RawRecord, Malformed], None] | None = None,
@@ -112,8 +216,13 @@ class Ingest:
         self.events_topic = events_topic
         self.batch = batch
         self.poll_s = poll_s  # the longest a lone record waits for its batch
-        # well below the producer's and broker's 1 MB message limit (sizes are estimates)
+        # frames of several records stay this small; one larger record travels alone
         self.max_frame_bytes = max_frame_bytes
+        # the internal topic's `max.message.bytes` (`ensure_events_topic` says; set before
+        # `start`): the producer's limit, and which records no frame can carry, follow from it
+        self.max_message_bytes = max_message_bytes
+        self._head_bytes = frame_head_size(self.sources)
+        self.too_large = 0  # records skipped because no frame could carry them
         self.on_malformed = on_malformed
         self.on_batch = on_batch  # (records consumed, frames sent), after each commit
         self.on_lag = on_lag  # (topic, partition, records behind), every `lag_every_s`
@@ -143,6 +252,12 @@ class Ingest:
         self.records = 0
         self.frames = 0
 
+    @property
+    def max_record_bytes(self) -> int:
+        """The largest record (`framed_size`) a frame can carry to the internal topic."""
+        producer_limit = producer_message_limit(self.max_message_bytes)
+        return producer_limit - _KEY_ALLOWANCE - self._head_bytes
+
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name="offsetd-ingest", daemon=True)
         self._thread.start()
@@ -166,7 +281,12 @@ class Ingest:
     def run(self, stop: threading.Event) -> None:
         """The loop (in the calling thread): until `stop` is set."""
         consumer = Consumer(self._consumer_conf)
-        producer = Producer(self._producer_conf)
+        producer = Producer(
+            {
+                **self._producer_conf,
+                "message.max.bytes": producer_message_limit(self.max_message_bytes),
+            }
+        )
         try:
             consumer.subscribe(list(self.sources))
             next_lag = time.monotonic() + self.lag_every_s
@@ -216,10 +336,20 @@ class Ingest:
             if high >= 0:
                 self.on_lag(tp.topic, tp.partition, max(high - tp.offset, 0))
 
+    def _skip(self, raw: RawRecord, bad: Malformed) -> None:
+        if self.on_malformed is not None:
+            self.on_malformed(raw, bad)
+        else:
+            log.warning("skipped a malformed record: %s", bad)
+
+    def _too_large(self, raw: RawRecord, size: int, limit: int) -> None:
+        """Count, log (coordinates and size, never the content) and skip one record."""
+        self.too_large += 1
+        reason = f"too large: {size} bytes framed, the internal topic takes at most {limit}"
+        self._skip(raw, Malformed(reason, raw.topic, raw.partition, raw.offset))
+
     def _handle(self, batch: list[Message], consumer: Consumer, producer: Producer) -> None:
-        # owner -> (its records, their size so far); frames stay below max_frame_bytes
-        groups: dict[str, tuple[list[RawRecord], list[int]]] = {}
-        frames: list[tuple[str, list[RawRecord]]] = []
+        routed: list[tuple[str, RawRecord]] = []
         positions: dict[tuple[str, int], int] = {}
         sources = self.sources
         for msg in batch:
@@ -234,23 +364,21 @@ class Ingest:
             if source is None:
                 continue
             try:
-                owner = source.route(source.connect_cluster, raw)
+                routed.append((source.route(source.connect_cluster, raw), raw))
             except Malformed as bad:
                 if self.on_malformed is not None:
                     self.on_malformed(raw, bad)
-                continue
-            size = len(raw.key or b"") + len(raw.value or b"") + 64
-            for _name, data in raw.headers:
-                size += len(data or b"") + 40
-            group = groups.get(owner)
-            if group is None:
-                groups[owner] = group = ([], [0])
-            elif group[1][0] + size > self.max_frame_bytes:
-                frames.append((owner, group[0]))  # full: send it, start the next one
-                groups[owner] = group = ([], [0])
-            group[0].append(raw)
-            group[1][0] += size
-        frames.extend((owner, records) for owner, (records, _) in groups.items())
+        max_record_bytes = self.max_record_bytes
+        plan = plan_frames(
+            routed,
+            max_frame_bytes=self.max_frame_bytes,
+            max_record_bytes=max_record_bytes,
+            dlq_topics=self._dlq,
+        )
+        for raw, size in plan.too_large:
+            self._too_large(raw, size, max_record_bytes)
+        # Skipped records are still in `positions`: committed with their batch, in order.
+        frames = deque(plan.frames)
         pending = _Pending(len(frames), positions)
         self._pending.append(pending)
 
@@ -259,16 +387,36 @@ class Ingest:
             if err is not None and pending.failure is None:
                 pending.failure = err.str()
 
-        for owner, records in frames:
+        sent = 0
+        while frames:
+            owner, records = frames.popleft()
             value = encode_frame(records, dlq_topics=self._dlq)
             while True:
                 try:
                     producer.produce(
                         self.events_topic, key=owner.encode(), value=value, on_delivery=delivered
                     )
+                    sent += 1
                     break
                 except BufferError:  # the local queue is full: let it drain
                     producer.poll(0.05)
+                except KafkaException as exc:
+                    # Refused before sending (no delivery report will come): only a frame over
+                    # the producer's limit, which the sizes above should rule out (a very long
+                    # key). One record alone is skipped; several are sent one by one, in order.
+                    error = exc.args[0]
+                    if not (
+                        isinstance(error, KafkaError)
+                        and error.code() == KafkaError.MSG_SIZE_TOO_LARGE
+                    ):
+                        raise
+                    pending.outstanding -= 1
+                    if len(records) == 1:
+                        self._too_large(records[0], len(value), len(value) - 1)
+                    else:
+                        pending.outstanding += len(records)
+                        frames.extendleft((owner, [raw]) for raw in reversed(records))
+                    break
         # No flush here: the next batch is consumed and framed while these are compressed and
         # acknowledged; batches are committed in order once all their frames are (`_commit`).
         producer.poll(0)
@@ -277,6 +425,6 @@ class Ingest:
             producer.poll(0.05)
             self._commit(consumer)
         self.records += len(batch)
-        self.frames += len(frames)
+        self.frames += sent
         if self.on_batch is not None:
-            self.on_batch(len(batch), len(frames))
+            self.on_batch(len(batch), sent)

@@ -25,7 +25,8 @@ from __future__ import annotations
 
 import json
 import struct
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
 
 from offsetd.events.decode import Malformed, RawRecord, excerpt, malformed, utf8
 from offsetd.events.dlq import DLQ_HEADER_PREFIX
@@ -33,9 +34,13 @@ from offsetd.events.models import owner_key
 
 __all__ = [
     "FRAME_VERSION",
+    "FramePlan",
     "Router",
     "decode_frame",
     "encode_frame",
+    "frame_head_size",
+    "framed_size",
+    "plan_frames",
     "route_dlq",
     "route_offsets",
     "route_status",
@@ -141,6 +146,76 @@ def encode_frame(
         head.append(_U16.pack(len(encoded)))
         head.append(encoded)
     return b"".join(head + body)
+
+
+def framed_size(raw: RawRecord, *, dlq: bool = False) -> int:
+    """The bytes `encode_frame` writes for `raw` (its frame's head aside), exactly.
+
+    `dlq`: as a record of a DLQ topic (its `__connect.errors.*` headers only). What the ingest
+    uses to keep frames small and to tell a record no frame can carry (`frame_head_size`).
+    """
+    size = _RECORD.size
+    if dlq:
+        for name, data in raw.headers:
+            if name.startswith(DLQ_HEADER_PREFIX):
+                size += _HEADER.size + len(name.encode()) + (len(data) if data else 0)
+        return size
+    if raw.key:
+        size += len(raw.key)
+    if raw.value:
+        size += len(raw.value)
+    for name, data in raw.headers:
+        size += _HEADER.size + len(name.encode()) + (len(data) if data else 0)
+    return size
+
+
+def frame_head_size(topics: Iterable[str]) -> int:
+    """The bytes of a frame's head when its records come from (at most) `topics`: an upper
+    bound for any frame of records from these topics."""
+    return len(_VERSION) + _U16.size + sum(_U16.size + len(t.encode()) for t in set(topics))
+
+
+@dataclass
+class FramePlan:
+    """A batch's routed records as frames, and the records no frame can carry."""
+
+    frames: list[tuple[str, list[RawRecord]]] = field(default_factory=list)  # (owner, records)
+    too_large: list[tuple[RawRecord, int]] = field(default_factory=list)  # (record, framed size)
+
+
+def plan_frames(
+    routed: Iterable[tuple[str, RawRecord]],
+    *,
+    max_frame_bytes: int,
+    max_record_bytes: int,
+    dlq_topics: frozenset[str] = frozenset(),
+) -> FramePlan:
+    """Group (owner, record) pairs, in order, into frames per owner. Pure.
+
+    A frame's records take at most `max_frame_bytes` (`framed_size`), except a record larger
+    than that, which travels alone. A record larger than `max_record_bytes` (the largest internal
+    record the producer and the topic accept, less the frame's head) cannot travel at all: it is
+    left out, in `too_large`, and the records around it are framed as if it were not there.
+    """
+    max_frame_bytes = min(max_frame_bytes, max_record_bytes)
+    plan = FramePlan()
+    frames, too_large = plan.frames, plan.too_large
+    groups: dict[str, tuple[list[RawRecord], list[int]]] = {}  # owner -> (records, [size])
+    for owner, raw in routed:
+        size = framed_size(raw, dlq=raw.topic in dlq_topics)
+        if size > max_record_bytes:
+            too_large.append((raw, size))
+            continue
+        group = groups.get(owner)
+        if group is None:
+            groups[owner] = group = ([], [0])
+        elif group[1][0] + size > max_frame_bytes:
+            frames.append((owner, group[0]))  # full: send it, start the next one
+            groups[owner] = group = ([], [0])
+        group[0].append(raw)
+        group[1][0] += size
+    frames.extend((owner, records) for owner, (records, _) in groups.items())
+    return plan
 
 
 def decode_frame(data: bytes) -> list[RawRecord]:
