@@ -388,6 +388,52 @@ def test_an_idle_transactional_topic_is_caught_up(east: str, lag_server: str) ->
         time.sleep(2)
 
 
+def test_offsetd_lag_prints_the_same_once_as_a_table_and_as_json(
+    east: str, lag_server: str, lag_config: Path, tmp_path: Path
+) -> None:
+    topic = unique("lag-cli")
+    create_topic(east, topic)
+    produce(east, topic, [(None, f"c{i}".encode()) for i in range(3)])
+    labels = _partition(topic)
+    wait_for(
+        "MM2 to replicate the three records",
+        lambda: _value(lag_server, "offsetd_mm2_last_replicated_offset", labels) == 2,
+        timeout_s=90,
+    )
+    state = tmp_path / "windows.json"  # read if there, never written by the one-shot command
+    command = [str(OFFSETD), "lag", "--config", str(lag_config), "--state-file", str(state)]
+    out = subprocess.run([*command, "-o", "json"], capture_output=True, text=True, check=True)
+    doc = json.loads(out.stdout)
+    rows = [p for p in doc["partitions"] if p["topic"] == topic]
+    assert len(rows) == 1, rows
+    row = rows[0]
+    expected = {
+        "connector": mm2.SOURCE_CONNECTOR,
+        "source": mm2.SOURCE,
+        "target": mm2.TARGET,
+        "partition": 0,
+        "end_offset": 3,
+        "last_replicated_offset": 2,
+        "not_started": False,
+        "lag_records": 0,
+        "lag_seconds": 0.0,
+        "status": "OK",
+    }
+    assert {k: row[k] for k in expected} == expected
+    assert any(c["connector"] == mm2.SOURCE_CONNECTOR for c in doc["connectors"])
+    assert any(h["replicated"] for h in doc["heartbeats"]), doc["heartbeats"]
+
+    out = subprocess.run(command, capture_output=True, text=True, check=True)
+    lines = out.stdout.splitlines()
+    assert lines[0].split()[:3] == ["FLOW", "TOPIC", "PARTITION"], lines[0]
+    mine = [line.split() for line in lines if f" {topic} " in f" {line} "]
+    assert len(mine) == 1, lines
+    flow = f"{mm2.SOURCE}->{mm2.TARGET}"
+    # flow, topic, partition, end, replicated, lag, lag s, (N's age), status
+    assert (mine[0][:7], mine[0][-1]) == ([flow, topic, "0", "3", "2", "0", "0.0"], "OK")
+    assert not state.exists()
+
+
 # -- offsetd run ---------------------------------------------------------------------------------
 
 _MM2_CONNECTOR = {

@@ -81,13 +81,16 @@ class MemoryFetcher:
 
 
 class MemoryCollector(Collector):
-    def __init__(self, ends: dict[TP, int], mirror: MirrorOffsets, state: Path) -> None:
+    def __init__(
+        self, ends: dict[TP, int], mirror: MirrorOffsets, state: Path, *, read_only: bool = False
+    ) -> None:
         self.now = 1_000_000.0
         super().__init__(
             Settings.model_validate({"lag": {"window": "1m", "flush_interval": "1s"}}),
             admin_factory=lambda _conf: MemoryAdmin(ends),
             state_file=state,
             clock=lambda: self.now,
+            read_only_state=read_only,
         )
         self._mirror["c"] = mirror
         flow = MirrorFlow("c", CONNECTOR, ConnectorKind.MIRROR_SOURCE, "src", "tgt", "s:1", "t:1")
@@ -206,3 +209,22 @@ def test_transaction_markers_are_not_lag(tmp_path: Path) -> None:
     collector.now += 10
     mirror.move((CONNECTOR, "src", "t", 0), 12, 3_000)
     assert rows(collector)[("t", 0)].lag_records == 0
+
+
+def test_a_read_only_collector_uses_the_windows_but_never_writes_them(tmp_path: Path) -> None:
+    """`offsetd lag` (one shot) next to a daemon: the daemon's windows, left as they were."""
+    ends = {("a", 0): 10}
+    mirror = MirrorOffsets()
+    mirror.move((CONNECTOR, "src", "a", 0), 6, 1_000)
+    state = tmp_path / "w.json"
+    daemon = MemoryCollector(ends, mirror, state)
+    rows(daemon)
+    daemon.close()  # persists
+    before = state.read_bytes()
+    once = MemoryCollector(ends, mirror, state, read_only=True)
+    once.now = daemon.now + 30
+    assert ("c", CONNECTOR, "a", 0) in once.windows  # it read the daemon's window
+    rows(once)
+    assert len(once.windows[("c", CONNECTOR, "a", 0)]) == 2  # and sampled into it
+    once.close()
+    assert state.read_bytes() == before

@@ -111,7 +111,9 @@ def lag(ctx: click.Context, config_path: Path, state_file: Path | None, output: 
     """MirrorMaker 2 replication lag (records, seconds, status), printed once."""
     if ctx.invoked_subcommand is not None:
         return
-    exporter = LagExporter(load_settings(config_path), state_file=state_file)
+    # The windows (for the statuses) are read but never written: the file may be a running
+    # daemon's or `lag serve`'s, and one sample from here must not overwrite theirs.
+    exporter = LagExporter(load_settings(config_path), state_file=state_file, read_only_state=True)
     try:
         snapshot = exporter.run_once()
     finally:

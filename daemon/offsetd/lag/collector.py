@@ -107,9 +107,13 @@ class Collector:
         clock: Callable[[], float] = time.time,
         admin_factory: Callable[[dict[str, str]], Any] | None = None,
         state_file: Path | None = None,
+        read_only_state: bool = False,
     ) -> None:
         self.settings = settings
         self.lag = settings.lag
+        # read the windows from `state_file` but never write it (a one-shot `offsetd lag` next
+        # to a running daemon whose file it is)
+        self.read_only_state = read_only_state
         self._clock = clock
         self._admin_factory: Callable[[dict[str, str]], Any] = admin_factory or _admin_client
         self.state_file = state_file
@@ -177,7 +181,7 @@ class Collector:
         self._checkpoint_tails.clear()
 
     def persist(self) -> None:
-        if self.state_file is not None:
+        if self.state_file is not None and not self.read_only_state:
             save_windows(self.state_file, self.windows)
 
     # -- the cycle ------------------------------------------------------------------------------

@@ -45,11 +45,16 @@ class LagExporter:
         clock: Callable[[], float] = time.time,
         admin_factory: Callable[[dict[str, str]], Any] | None = None,
         state_file: Path | None = None,
+        read_only_state: bool = False,
     ) -> None:
         self.settings = settings
         path = state_file or settings.lag.state_file or settings.daemon.data_dir / STATE_FILE_NAME
         self._collector = Collector(
-            settings, clock=clock, admin_factory=admin_factory, state_file=path
+            settings,
+            clock=clock,
+            admin_factory=admin_factory,
+            state_file=path,
+            read_only_state=read_only_state,
         )
         self._snapshot: Snapshot | None = None
         self._page = b""
