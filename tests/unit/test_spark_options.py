@@ -13,7 +13,7 @@ from offsetd.spark import jars
 from offsetd.spark.errors import SparkJobFailed
 from offsetd.spark.plan import PartitionRange
 from offsetd.spark.scan import kafka_options, source_options
-from offsetd.spark.session import session_conf
+from offsetd.spark.session import jvm_start_settings, session_conf
 
 
 def test_source_options_read_exactly_the_ranges_and_skip_empty_ones() -> None:
@@ -115,3 +115,20 @@ def test_a_finished_jar_folder_is_reused_without_mvn(
     (done / "x.jar").write_bytes(b"")
     (done / ".complete").write_text(digest)
     assert jars.ensure_spark_kafka_jars(pyspark.__version__, pom) == [done / "x.jar"]
+
+
+def test_settings_only_the_jvm_start_reads_are_named_for_spark_submit() -> None:
+    """Under spark-submit these offsetd.yaml settings come too late; the job says which."""
+    conf = {
+        "spark.jars.packages": "org.apache.spark:spark-sql-kafka-0-10_2.13:4.0.0",
+        "spark.driver.memory": "2g",
+        "spark.driver.maxResultSize": "1g",  # read at run time: fine
+        "spark.sql.shuffle.partitions": "8",
+        "spark.submit.deployMode": "client",
+    }
+    assert jvm_start_settings(conf) == [
+        "spark.driver.memory",
+        "spark.jars.packages",
+        "spark.submit.deployMode",
+    ]
+    assert jvm_start_settings({"spark.executor.memory": "4g"}) == []

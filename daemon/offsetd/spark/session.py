@@ -69,6 +69,24 @@ def session_conf(settings: SparkSettings, master: str) -> dict[str, str]:
     return conf
 
 
+# Read only when the JVM starts: under spark-submit, which starts it, offsetd.yaml is too late.
+_JVM_START_PREFIXES = ("spark.jars", "spark.files", "spark.submit.")
+_JVM_START_KEYS = frozenset(
+    {
+        "spark.driver.memory",
+        "spark.driver.cores",
+        "spark.driver.extraJavaOptions",
+        "spark.driver.extraClassPath",
+        "spark.driver.extraLibraryPath",
+    }
+)
+
+
+def jvm_start_settings(conf: Mapping[str, str]) -> list[str]:
+    """The keys of `conf` that only the JVM's start reads (sorted)."""
+    return sorted(k for k in conf if k in _JVM_START_KEYS or k.startswith(_JVM_START_PREFIXES))
+
+
 def submitted_master() -> str | None:
     """The master `spark-submit --master` chose, when spark-submit started this process.
 
@@ -101,6 +119,12 @@ def start_session(
         conf[ANSI] = submitted  # spark-submit --conf set it explicitly: that wins
     if say is not None:
         say(f"starting Spark {pyspark.__version__} ({master})")
+        late = jvm_start_settings(settings.conf) if os.environ.get("PYSPARK_GATEWAY_PORT") else []
+        if late:
+            say(
+                "spark-submit started the JVM, so these offsetd.yaml spark.conf settings take no "
+                f"effect: {', '.join(late)}; give them to spark-submit (--packages, --jars, --conf)"
+            )
     builder = SparkSession.builder.master(master).appName(APP_NAME)
     for key, value in sorted(conf.items()):
         builder = builder.config(key, value)
