@@ -25,7 +25,7 @@ from offsetd.spark.plan import (
 )
 
 
-def _scan(partition: int, offsets: list[int], matching: set[int]) -> PartitionScan:
+def scan_of(partition: int, offsets: list[int], matching: set[int]) -> PartitionScan:
     """What the Spark aggregation returns, computed here directly from a list of records."""
     hits = [o for o in offsets if o in matching]
     misses = [o for o in offsets if o not in matching]
@@ -44,10 +44,10 @@ def _scan(partition: int, offsets: list[int], matching: set[int]) -> PartitionSc
     )
 
 
-RANGES = [PartitionRange("t", 0, 10, 20, committed=10), PartitionRange("t", 1, 0, 5, committed=0)]
+RANGES = [PartitionRange("t", 0, 10, 20, committed=20), PartitionRange("t", 1, 0, 5, committed=5)]
 SCANS = {
-    ("t", 0): _scan(0, list(range(10, 20)), {12, 13, 17}),
-    ("t", 1): _scan(1, list(range(5)), set()),
+    ("t", 0): scan_of(0, list(range(10, 20)), {12, 13, 17}),
+    ("t", 1): scan_of(1, list(range(5)), set()),
 }
 
 
@@ -59,6 +59,23 @@ def test_first_match_and_after_last_match() -> None:
     assert "no record matched" in first[1].reason
 
 
+def test_first_match_never_moves_a_connector_forward() -> None:
+    """A connector still before its first match delivers it anyway: moving there would skip the
+    records in between, never delivered. after-last-match may move forward (that is what it
+    asks for) and says how much it skips."""
+    ranges = [PartitionRange("t", 0, 10, 20, committed=11)]
+    (first,) = decide(Mode.FIRST_MATCH, ranges, SCANS)
+    assert first.next_offset is None
+    assert "not delivered yet (the connector is at 11)" in first.reason
+    at = [PartitionRange("t", 0, 10, 20, committed=12)]
+    assert decide(Mode.FIRST_MATCH, at, SCANS)[0].next_offset is None  # already there
+    (after,) = decide(Mode.AFTER_LAST_MATCH, ranges, SCANS)
+    assert after.next_offset == 18
+    assert "moves forward from 11: skips 7 offsets" in after.reason
+    (behind,) = decide(Mode.AFTER_LAST_MATCH, RANGES[:1], SCANS)
+    assert "moves forward" not in behind.reason
+
+
 def test_empty_range_is_unchanged_without_a_scan_row() -> None:
     ranges = [PartitionRange("t", 3, 7, 7)]
     (decision,) = decide(Mode.FIRST_MATCH, ranges, {})
@@ -68,7 +85,7 @@ def test_empty_range_is_unchanged_without_a_scan_row() -> None:
 
 
 def test_skip_run_skips_one_run_from_the_committed_offset() -> None:
-    scans = {("t", 0): _scan(0, list(range(10, 20)), {10, 11, 12})}
+    scans = {("t", 0): scan_of(0, list(range(10, 20)), {10, 11, 12})}
     (decision,) = decide(Mode.SKIP_RUN, RANGES[:1], scans)
     assert decision.next_offset == 13
     assert decision.run == (10, 12)
@@ -77,21 +94,21 @@ def test_skip_run_skips_one_run_from_the_committed_offset() -> None:
 def test_skip_run_accepts_gaps_in_offsets_inside_the_run() -> None:
     # A compacted topic has no records at some offsets: the run is still contiguous in records.
     offsets = [10, 11, 14, 15, 16]
-    scans = {("t", 0): _scan(0, offsets, {10, 11, 14})}
+    scans = {("t", 0): scan_of(0, offsets, {10, 11, 14})}
     (decision,) = decide(Mode.SKIP_RUN, RANGES[:1], scans)
     assert decision.next_offset == 15
 
 
 def test_skip_run_refuses_a_run_that_does_not_start_at_the_committed_offset() -> None:
-    scans = {("t", 0): _scan(0, list(range(10, 20)), {11, 12})}
+    scans = {("t", 0): scan_of(0, list(range(10, 20)), {11, 12})}
     with pytest.raises(SkipRunRefused, match=r"t-0: the record at the committed position \(10\)"):
         decide(Mode.SKIP_RUN, RANGES[:1], scans)
 
 
 def test_skip_run_refuses_non_contiguous_matches_naming_the_hole() -> None:
     scans = {
-        ("t", 0): _scan(0, list(range(10, 20)), {10, 11, 13}),
-        ("t", 1): _scan(1, list(range(5)), {0, 1}),
+        ("t", 0): scan_of(0, list(range(10, 20)), {10, 11, 13}),
+        ("t", 1): scan_of(1, list(range(5)), {0, 1}),
     }
     with pytest.raises(SkipRunRefused) as info:
         decide(Mode.SKIP_RUN, RANGES, scans)
@@ -128,7 +145,7 @@ def test_sink_document_holds_next_offsets_of_changed_partitions_only() -> None:
 
 def test_mirror_source_document_uses_last_replicated_and_null_for_the_start() -> None:
     ranges = [PartitionRange("t", 0, 0, 20), PartitionRange("t", 1, 0, 5)]
-    scans = {("t", 0): _scan(0, list(range(20)), {7}), ("t", 1): _scan(1, list(range(5)), {0})}
+    scans = {("t", 0): scan_of(0, list(range(20)), {7}), ("t", 1): scan_of(1, list(range(5)), {0})}
     plan = build_plan(
         _request(ConnectorKind.MIRROR_SOURCE), decide(Mode.FIRST_MATCH, ranges, scans)
     )

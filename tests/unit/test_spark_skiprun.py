@@ -16,7 +16,6 @@ from offsetd.remediation.quarantine import H_SAGA_KEY, QuarantineFailed, _decode
 from offsetd.spark.plan import (
     Mode,
     PartitionRange,
-    PartitionScan,
     Request,
     RewindPlan,
     build_plan,
@@ -33,23 +32,7 @@ from offsetd.spark.skiprun import (
     skip_run_job,
     skip_run_job_of_file,
 )
-
-
-def _scan(partition: int, offsets: list[int], matching: set[int]) -> PartitionScan:
-    hits = [o for o in offsets if o in matching]
-    misses = [o for o in offsets if o not in matching]
-    return PartitionScan(
-        "t",
-        partition,
-        scanned=len(offsets),
-        matched=len(hits),
-        first_offset=min(offsets, default=None),
-        last_offset=max(offsets, default=None),
-        first_match=min(hits, default=None),
-        last_match=max(hits, default=None),
-        first_miss=min(misses, default=None),
-    )
-
+from tests.unit.test_spark_plan import scan_of
 
 # Partition 0: a run 10..12 from the committed offset 10. Partition 1: no committed offset, and
 # a compacted log (no record at offset 1): the run is the records at 0 and 2. Partition 2:
@@ -60,9 +43,9 @@ RANGES = [
     PartitionRange("t", 2, 4, 9, committed=4),
 ]
 SCANS = {
-    ("t", 0): _scan(0, list(range(10, 20)), {10, 11, 12}),
-    ("t", 1): _scan(1, [0, 2, 3, 5], {0, 2}),
-    ("t", 2): _scan(2, list(range(4, 9)), set()),
+    ("t", 0): scan_of(0, list(range(10, 20)), {10, 11, 12}),
+    ("t", 1): scan_of(1, [0, 2, 3, 5], {0, 2}),
+    ("t", 2): scan_of(2, list(range(4, 9)), set()),
 }
 
 

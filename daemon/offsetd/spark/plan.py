@@ -115,10 +115,28 @@ def _decide_one(mode: Mode, rng: PartitionRange, scan: PartitionScan) -> Decisio
         return Decision(rng, scan, None, "nothing to scan in the range: unchanged")
     if scan.matched == 0 or scan.first_match is None or scan.last_match is None:
         return Decision(rng, scan, None, "no record matched: unchanged")
+    committed = rng.committed
     if mode is Mode.FIRST_MATCH:
+        if committed is not None and scan.first_match >= committed:
+            # Not a rewind: moving there would skip records the connector never delivered, and
+            # it will deliver the first match anyway.
+            return Decision(
+                rng,
+                scan,
+                None,
+                f"first match at {scan.first_match} is not delivered yet (the connector is at "
+                f"{committed}): unchanged",
+            )
         return Decision(rng, scan, scan.first_match, f"first match at {scan.first_match}")
     if mode is Mode.AFTER_LAST_MATCH:
-        return Decision(rng, scan, scan.last_match + 1, f"last match at {scan.last_match}")
+        target = scan.last_match + 1
+        reason = f"last match at {scan.last_match}"
+        if committed is not None and target > committed:
+            reason += (
+                f"; moves forward from {committed}: skips {target - committed} offsets the "
+                "connector has not delivered, the records before the first match included"
+            )
+        return Decision(rng, scan, target, reason)
     # skip-run: the first scanned record (the one at the committed offset) must match, and no
     # non-matching record may lie before the last match.
     if scan.first_match != scan.first_offset:
