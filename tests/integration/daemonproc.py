@@ -9,10 +9,13 @@ import socket
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import httpx
+from ruamel.yaml import YAML
 
-from tests.integration.kafkautil import wait_for
+from offsetd.devstack.stack import StackInfo
+from tests.integration.kafkautil import unique, wait_for
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -22,6 +25,41 @@ def free_port() -> int:
         sock.bind(("127.0.0.1", 0))
         port: int = sock.getsockname()[1]
         return port
+
+
+def decide_only_config(
+    stack: StackInfo,
+    path: Path,
+    *,
+    app_id: str,
+    rules_dir: Path,
+    partitions: int,
+    audit_topic: str,
+    data_dir: Path,
+    dlq_topics: list[str] | None = None,
+) -> dict[str, Any]:
+    """Write (to `path`) and return the config of an `offsetd run` on the stack that decides
+    but never acts: remediation is opted out for every connector, its topics are this test's."""
+    data = stack.offsetd_config()
+    if dlq_topics is not None:
+        data["connect_clusters"]["local"]["dlq_topics"] = dlq_topics
+    data["daemon"] = {
+        "app_id": app_id,
+        "partitions": partitions,
+        "rules_dir": str(rules_dir),
+        "audit_topic": audit_topic,
+        "web_port": free_port(),
+        "data_dir": str(data_dir),
+    }
+    data["remediation"] = {
+        "opt_out": ["*"],
+        "sagas_topic": unique("offsetd.sagas"),
+        "control_topic": unique("offsetd.control"),
+        "quarantine_topic": unique("offsetd.quarantine"),
+    }
+    with path.open("w") as out:
+        YAML().dump(data, out)
+    return data
 
 
 class Daemon:

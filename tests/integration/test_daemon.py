@@ -15,7 +15,7 @@ from ruamel.yaml import YAML
 
 from offsetd.audit import read_records
 from offsetd.devstack.stack import StackInfo
-from tests.integration.daemonproc import Daemon, free_port
+from tests.integration.daemonproc import Daemon, decide_only_config
 from tests.integration.kafkautil import ConnectClient, create_topic, produce, unique, wait_for
 
 pytestmark = pytest.mark.integration
@@ -24,27 +24,18 @@ REPO = Path(__file__).resolve().parents[2]
 
 @pytest.fixture
 def daemon_config(stack: StackInfo, tmp_path: Path) -> tuple[Path, dict[str, Any]]:
-    data = stack.offsetd_config()
-    dlq = unique("dlq-poison")
-    data["connect_clusters"]["local"]["dlq_topics"] = [dlq]
-    data["daemon"] = {
-        "app_id": unique("offsetd-test"),
-        "partitions": 4,
-        "rules_dir": str(REPO / "rules" / "examples"),
-        "audit_topic": unique("offsetd.audit"),
-        "web_port": free_port(),
-        "data_dir": str(tmp_path / "state"),
-    }
     # Part 1's contract (decisions, counted once): its restarts and skips must not act here.
-    data["remediation"] = {
-        "opt_out": ["*"],
-        "sagas_topic": unique("offsetd.sagas"),
-        "control_topic": unique("offsetd.control"),
-        "quarantine_topic": unique("offsetd.quarantine"),
-    }
     path = tmp_path / "offsetd.yaml"
-    with path.open("w") as out:
-        YAML().dump(data, out)
+    data = decide_only_config(
+        stack,
+        path,
+        app_id=unique("offsetd-test"),
+        rules_dir=REPO / "rules" / "examples",
+        partitions=4,
+        audit_topic=unique("offsetd.audit"),
+        data_dir=tmp_path / "state",
+        dlq_topics=[unique("dlq-poison")],
+    )
     return path, data
 
 

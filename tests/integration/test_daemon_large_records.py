@@ -24,12 +24,11 @@ from confluent_kafka.admin import AdminClient
 from confluent_kafka.admin import ConfigResource as _ConfigResource  # type: ignore[attr-defined]
 from confluent_kafka.admin import ResourceType as _ResourceType  # type: ignore[attr-defined]
 from confluent_kafka.cimpl import NewTopic
-from ruamel.yaml import YAML
 
 from offsetd.audit import read_records
 from offsetd.devstack.stack import StackInfo
 from offsetd.ingest import EVENTS_MAX_MESSAGE_BYTES, IngestError, ensure_events_topic
-from tests.integration.daemonproc import Daemon, free_port
+from tests.integration.daemonproc import Daemon, decide_only_config
 from tests.integration.kafkautil import offset_of, unique, wait_for
 
 pytestmark = pytest.mark.integration
@@ -59,25 +58,17 @@ def daemon_config(stack: StackInfo, tmp_path: Path) -> tuple[Path, dict[str, Any
     rules = tmp_path / "rules"
     rules.mkdir()
     (rules / "dlq-any.yaml").write_text(RULE)
-    data = stack.offsetd_config()
-    data["connect_clusters"]["local"]["dlq_topics"] = [unique("dlq-large")]
-    data["daemon"] = {
-        "app_id": unique("offsetd-large"),
-        "partitions": 2,
-        "rules_dir": str(rules),
-        "audit_topic": unique("offsetd.audit"),
-        "web_port": free_port(),
-        "data_dir": str(tmp_path / "state"),
-    }
-    data["remediation"] = {  # decisions only: nothing may act on the stack's connectors
-        "opt_out": ["*"],
-        "sagas_topic": unique("offsetd.sagas"),
-        "control_topic": unique("offsetd.control"),
-        "quarantine_topic": unique("offsetd.quarantine"),
-    }
     path = tmp_path / "offsetd.yaml"
-    with path.open("w") as out:
-        YAML().dump(data, out)
+    data = decide_only_config(  # decisions only: nothing may act on the stack's connectors
+        stack,
+        path,
+        app_id=unique("offsetd-large"),
+        rules_dir=rules,
+        partitions=2,
+        audit_topic=unique("offsetd.audit"),
+        data_dir=tmp_path / "state",
+        dlq_topics=[unique("dlq-large")],
+    )
     return path, data
 
 
