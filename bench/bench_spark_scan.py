@@ -24,9 +24,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -82,6 +84,18 @@ def high_watermarks(conf: dict[str, str], topic: str) -> dict[int, int] | None:
         }
     finally:
         consumer.close()
+
+
+def check_free_disk(where: Path, records: int) -> None:
+    """Stop before producing when the disk cannot hold the data (~250 bytes per record in the
+    broker's log, twice for headroom) plus Spark's scratch space (2 GB)."""
+    needed = 2 * records * 250 + (2 << 30)
+    free = shutil.disk_usage(where).free
+    if free < needed:
+        sys.exit(
+            f"not enough free disk at {where}: {free / 1e9:.1f} GB, need {needed / 1e9:.1f} GB"
+        )
+    print(f"free disk at {where}: {free / 1e9:.1f} GB (need {needed / 1e9:.1f} GB)")
 
 
 def ensure_topic(conf: dict[str, str], topic: str, records: int) -> None:
@@ -232,6 +246,9 @@ def main() -> None:
     args = parser.parse_args()
     conf = {"bootstrap.servers": args.bootstrap or bootstrap_from_run_dir(args.run_dir)}
     topic = f"bench-spark-scan-{args.records}"
+    check_free_disk(
+        Path(args.run_dir) if args.run_dir else Path(tempfile.gettempdir()), args.records
+    )
     ensure_topic(conf, topic, args.records)
     per = args.records // PARTITIONS
 
