@@ -110,7 +110,9 @@ def ensure_events_topic(
     found = metadata.topics.get(topic)
     if found is None:
         config = {_MAX_MESSAGE_BYTES: str(max_message_bytes)}
-        _create(admin, topic, partitions, replication, config, timeout_s)
+        if _create(admin, topic, partitions, replication, config, timeout_s):
+            # created with the limit: no describe, which may not see a brand-new topic yet
+            return max_message_bytes
     elif len(found.partitions) != partitions:
         raise IngestError(
             f"{topic} has {len(found.partitions)} partitions, the config says {partitions}: "
@@ -154,7 +156,8 @@ def _create(
     replication: int,
     config: dict[str, str],
     timeout_s: float,
-) -> None:
+) -> bool:
+    """True when this call created the topic with `config`."""
     new = NewTopic(topic, partitions, replication, config=config)
     future = admin.create_topics([new], operation_timeout=timeout_s)[topic]
     try:
@@ -162,13 +165,14 @@ def _create(
     except KafkaException as exc:
         code = exc.args[0].code()
         if code == KafkaError.TOPIC_ALREADY_EXISTS:
-            return
+            return False
         if config and code in (KafkaError.INVALID_CONFIG, KafkaError.POLICY_VIOLATION):
             # the limit is a wish, not a need: the broker's own keeps the ingest going
             log.warning("%s refused %s (%s)", topic, config, exc.args[0].str())
             _create(admin, topic, partitions, replication, {}, timeout_s)
-            return
+            return False
         raise IngestError(f"cannot create {topic}: {exc.args[0].str()}") from None
+    return bool(config)
 
 
 def _topic_message_limit(admin: AdminClient, topic: str, timeout_s: float) -> int | None:
@@ -412,7 +416,9 @@ class Ingest:
                         raise
                     pending.outstanding -= 1
                     if len(records) == 1:
-                        self._too_large(records[0], len(value), len(value) - 1)
+                        self._too_large(
+                            records[0], len(value), producer_message_limit(self.max_message_bytes)
+                        )
                     else:
                         pending.outstanding += len(records)
                         frames.extendleft((owner, [raw]) for raw in reversed(records))

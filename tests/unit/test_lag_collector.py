@@ -34,15 +34,20 @@ class _Answer:
 class MemoryAdmin:
     """ListOffsets from a dict (latest = `ends`, earliest = 0); counts the calls."""
 
-    def __init__(self, ends: dict[TP, int]) -> None:
+    def __init__(self, ends: dict[TP, int], starts: dict[TP, int] | None = None) -> None:
         self.ends = ends
+        self.starts = starts or {}
         self.calls = 0
 
     def list_offsets(self, request: Mapping[TopicPartition, Any], **_kw: Any) -> dict[Any, Any]:
         self.calls += 1
         latest = -1
         return {
-            tp: _Answer(self.ends[(tp.topic, tp.partition)] if spec._value == latest else 0)
+            tp: _Answer(
+                self.ends[(tp.topic, tp.partition)]
+                if spec._value == latest
+                else self.starts.get((tp.topic, tp.partition), 0)
+            )
             for tp, spec in request.items()
         }
 
@@ -82,12 +87,18 @@ class MemoryFetcher:
 
 class MemoryCollector(Collector):
     def __init__(
-        self, ends: dict[TP, int], mirror: MirrorOffsets, state: Path, *, read_only: bool = False
+        self,
+        ends: dict[TP, int],
+        mirror: MirrorOffsets,
+        state: Path,
+        *,
+        read_only: bool = False,
+        starts: dict[TP, int] | None = None,
     ) -> None:
         self.now = 1_000_000.0
         super().__init__(
             Settings.model_validate({"lag": {"window": "1m", "flush_interval": "1s"}}),
-            admin_factory=lambda _conf: MemoryAdmin(ends),
+            admin_factory=lambda _conf: MemoryAdmin(ends, starts),
             state_file=state,
             clock=lambda: self.now,
             read_only_state=read_only,
@@ -228,3 +239,24 @@ def test_a_read_only_collector_uses_the_windows_but_never_writes_them(tmp_path: 
     assert len(once.windows[("c", CONNECTOR, "a", 0)]) == 2  # and sampled into it
     once.close()
     assert state.read_bytes() == before
+
+
+def test_a_not_started_partition_lags_from_its_log_start(tmp_path: Path) -> None:
+    """MM2 never wrote an offset for ("x", 0), and retention removed all 50 of its records: it
+    is caught up. When one record arrives, that is a lag of 1 that began now, not one as old
+    as the window (the window's samples must hold the visible lag, not the log end)."""
+    ends, starts = {("x", 0): 50}, {("x", 0): 50}
+    collector = MemoryCollector(ends, MirrorOffsets(), tmp_path / "w.json", starts=starts)
+    collector.fetcher.ends = ends
+    flow = MirrorFlow("c", CONNECTOR, ConnectorKind.MIRROR_SOURCE, "src", "tgt", "s:1", "t:1")
+    health = ConnectorHealth(
+        "c", CONNECTOR, "MirrorSourceConnector", "RUNNING", ((0, "RUNNING"),), "src", "tgt"
+    )
+    collector._views["c"] = ConnectView([health], [flow], {CONNECTOR: {("x", 0)}})
+    for _ in range(8):  # caught up for 70 s, longer than the 1 m window
+        row = rows(collector)[("x", 0)]
+        assert (row.last_replicated, row.lag_records, row.status) == (None, 0, Status.OK)
+        collector.now += 10
+    ends[("x", 0)] = 51
+    row = rows(collector)[("x", 0)]
+    assert (row.lag_records, row.status) == (1, Status.OK)

@@ -135,3 +135,12 @@ def test_worst_rolls_up() -> None:
     assert worst([Status.OK, Status.WARN, Status.STOP, Status.STALL]) is Status.STOP
     assert worst([Status.OK, Status.REWIND]) is Status.REWIND
     assert worst([]) is Status.OK
+
+
+def test_the_caught_up_sample_before_a_new_lag_is_never_compressed_away() -> None:
+    """A lag at t=100 caught up at t=102 (2 s later, inside the 5 s spacing) and a new lag an
+    hour later: the caught-up sample must stay, or the new lag looks an hour old (STALL)."""
+    samples = window((9, 10, 0), (9, 11, 100), (10, 11, 102))
+    samples = add_sample(samples, Sample(10, 12, 3_700_000), WINDOW)
+    assert [s.lag > 0 for s in samples] == [False, True]
+    assert status(samples, now_s=3700, written_s=102) is Status.OK

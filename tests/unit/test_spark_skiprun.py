@@ -255,3 +255,13 @@ def test_a_run_that_cannot_be_read_whole_fails_before_anything_is_patched() -> N
     with pytest.raises(QuarantineFailed, match=r"t-0 10..12 \(3 records\) cannot be quarantined"):
         copier.copy(job, quarantine_context(job, "local"))
     assert copier.stored == []  # found out before its first copy
+
+
+def test_an_unreadable_summary_beside_a_plan_is_refused_not_ignored(tmp_path: Path) -> None:
+    """Fail closed: it may be a skip-run plan's summary, and without it nothing is quarantined."""
+    document = tmp_path / "plan.json"
+    document.write_text("{}")
+    assert skip_run_job_of_file(document) is None  # no summary: an ordinary document
+    summary_path(document).write_text("{not json")
+    with pytest.raises(InvalidDocument, match="cannot be read"):
+        skip_run_job_of_file(document)

@@ -384,15 +384,17 @@ class Collector:
             unsettled = self._unsettled[key] = set()  # rows to look at again next cycle
             for tp, end, n, written in changed:
                 start = starts.get(tp)
-                lag = formula = records_lag(end, n, start)
+                lag = records_lag(end, n, start)
                 first = firsts.get(tp, _UNKNOWN)
                 if first is not _UNKNOWN:
                     lag = visible_lag(lag, end, None if first is None else first.offset)
                 wkey: WindowKey = (connect_cluster, connector, tp[0], tp[1])
+                last = -1 if n is None else n
                 samples = add_sample(
                     self.windows.get(wkey, []),
-                    # the window sees the visible lag too (markers are not a stall)
-                    Sample(-1 if n is None else n, end - (formula - lag), now_ms),
+                    # the sample's lag is the visible lag (markers are not a stall; a partition
+                    # not started lags from its log start, not from 0)
+                    Sample(last, last + 1 + lag, now_ms),
                     self.lag.window,
                 )
                 self.windows[wkey] = samples

@@ -89,10 +89,20 @@ def _c_list_offsets(
     answers: list[Any] = []
     for part, future in pending:
         try:
-            answers.extend(map(future.result().__getitem__, part))
+            result = future.result()
         except KafkaException as exc:  # the whole call failed: every partition of it did
             answers.extend([exc.args[0] if exc.args else exc] * len(part))
+            continue
+        before = len(answers)
+        try:
+            answers.extend(map(result.__getitem__, part))  # in C: the 100k-partition path
+        except KeyError:  # an answer without some partition: those failed, not the call
+            del answers[before:]
+            answers.extend(result.get(tp, _NO_ANSWER) for tp in part)
     return answers
+
+
+_NO_ANSWER = KafkaError(KafkaError.UNKNOWN_TOPIC_OR_PART, "no answer for this partition")
 
 
 def _list_offsets_raw(

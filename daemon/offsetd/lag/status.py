@@ -19,7 +19,8 @@ offsets record holding N (Connect does not rewrite an unchanged offset), so a re
 with a partial window still sees a long stall.
 
 The window is kept small: samples closer together than `window / MAX_SAMPLES` replace the newest
-one (a decrease of N always appends, so a rewind is never compressed away), and samples older
+one (a decrease of N, and lag starting or ending, always append, so neither a rewind nor the
+caught-up sample before a new lag is compressed away), and samples older
 than the window are dropped, keeping one just outside it as the window's left edge.
 """
 
@@ -79,6 +80,7 @@ def add_sample(samples: list[Sample], sample: Sample, window_ms: int) -> list[Sa
         len(samples) >= 2
         and samples[-1].t_ms - samples[-2].t_ms < spacing  # the newest is still young
         and sample.n >= samples[-1].n  # never hide a decrease
+        and (sample.lag > 0) == (samples[-1].lag > 0)  # nor the start or end of a lag
     ):
         samples[-1] = sample
     else:

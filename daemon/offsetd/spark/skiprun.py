@@ -186,8 +186,11 @@ def skip_run_job_of_file(path: Path | str | None) -> SkipRunJob | None:
         return None
     try:
         summary = json.loads(side.read_text())
-    except ValueError:
-        return None
+    except (OSError, ValueError) as exc:  # fail closed: it may be a skip-run's summary
+        raise InvalidDocument(
+            f"{side} (beside {path}) cannot be read ({exc}): if this is a rewind plan, its "
+            "summary says whether runs must be quarantined first; not applied"
+        ) from None
     if not isinstance(summary, dict) or summary.get("format") != PLAN_FORMAT:
         return None
     if summary.get("mode") != str(Mode.SKIP_RUN):
