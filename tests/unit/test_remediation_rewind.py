@@ -18,6 +18,7 @@ from offsetd.remediation.quarantine import QuarantineFailed
 from offsetd.remediation.rewind import (
     REWIND_STEPS,
     RewindRefused,
+    RewindResult,
     RewindRunner,
     RewindSpec,
     plan_entries,
@@ -282,6 +283,18 @@ def _decision() -> Decision:
     return cast(Decision, SimpleNamespace(**fields))
 
 
+def _apply_plan(copier: _Copier, service: _FakeService, path: Path) -> RewindResult:
+    """The rule action rewind with `plan_file`, as the executor runs it."""
+    return asyncio.run(
+        _Runner(copier).run(
+            cast(OffsetsService, service),
+            cast(SagaStore, None),
+            _decision(),
+            {"plan_file": str(path)},
+        )
+    )
+
+
 @pytest.mark.parametrize(
     "error", [QuarantineFailed("broker down"), InvalidDocument("moved since the plan")]
 )
@@ -291,14 +304,7 @@ def test_a_skip_run_plan_whose_quarantine_fails_touches_nothing(
     path = _skip_run_plan_file(tmp_path)
     service = _FakeService([sink(10)])
     copier = _Copier(error)
-    result = asyncio.run(
-        _Runner(copier).run(
-            cast(OffsetsService, service),
-            cast(SagaStore, None),
-            _decision(),
-            {"plan_file": str(path)},
-        )
-    )
+    result = _apply_plan(copier, service, path)
     assert result.outcome == "aborted"
     assert "not all quarantined" in result.message
     assert str(error) in result.message
@@ -314,14 +320,7 @@ def test_a_skip_run_plan_is_refused_when_the_connector_moved(tmp_path: Path) -> 
     path = _skip_run_plan_file(tmp_path)
     service = _FakeService([sink(11)])  # no longer at the run's start
     copier = _Copier(None)
-    result = asyncio.run(
-        _Runner(copier).run(
-            cast(OffsetsService, service),
-            cast(SagaStore, None),
-            _decision(),
-            {"plan_file": str(path)},
-        )
-    )
+    result = _apply_plan(copier, service, path)
     assert result.outcome == "aborted"
     assert "moved since the skip-run plan was computed" in result.message
     assert copier.jobs == []
