@@ -253,16 +253,22 @@ def test_single_record_batches_when_the_poison_record_starts_the_batch(
         connect.delete(sink.name)
 
 
+def _marked_trail(settings: Settings, connector: str) -> StatusTrail:
+    """A status trail of `connector` on the stack's status topic, marked now."""
+    local = settings.connect_clusters["local"]
+    internal = settings.kafka_clusters[local.kafka_cluster].client_config()
+    trail = StatusTrail(internal, local.status_topic, connector)
+    trail.mark()
+    return trail
+
+
 def test_the_status_topic_shows_a_restart_that_failed_again(
     connect: ConnectClient, west: str, stack: StackInfo, settings: Settings, tmp_path: Path
 ) -> None:
     """RUNNING then FAILED after the mark, however fast: the evidence polling can miss."""
     sink = _failed_sink(connect, west, tmp_path / "trail.out", 0, 1, {})
     try:
-        local = settings.connect_clusters["local"]
-        internal = settings.kafka_clusters[local.kafka_cluster].client_config()
-        trail = StatusTrail(internal, local.status_topic, sink.name)
-        trail.mark()
+        trail = _marked_trail(settings, sink.name)
         time.sleep(2)
         assert not trail.ran_and_failed(frozenset({0}))  # still FAILED, never restarted
         httpx.post(
@@ -288,10 +294,7 @@ def test_a_config_change_alone_restarts_a_failed_task(
     """
     sink = _failed_sink(connect, west, tmp_path / "config.out", 0, 1, {})
     try:
-        local = settings.connect_clusters["local"]
-        internal = settings.kafka_clusters[local.kafka_cluster].client_config()
-        trail = StatusTrail(internal, local.status_topic, sink.name)
-        trail.mark()
+        trail = _marked_trail(settings, sink.name)
         config = {**_config(connect, sink.name), MAX_POLL_RECORDS_KEY: "1"}
         httpx.put(
             f"{stack.connect['url']}/connectors/{sink.name}/config", json=config, timeout=30

@@ -93,18 +93,14 @@ def submitted_master() -> str | None:
     spark-submit launches the JVM first and hands pyspark its gateway; the master it was given
     is then one of the JVM's Spark properties, and it wins over offsetd.yaml's `spark.master`
     (the same job file runs unchanged on YARN, Kubernetes or a standalone cluster)."""
-    if not os.environ.get("PYSPARK_GATEWAY_PORT"):
-        return None
-    SparkContext._ensure_initialized()  # connect to that JVM, so the conf reads its properties
-    master = SparkConf().get("spark.master", None)
-    return str(master) if master else None
+    return _submitted("spark.master") or None
 
 
 def _submitted(key: str) -> str | None:
     """A Spark property spark-submit was given (`--conf`), when it started this process."""
     if not os.environ.get("PYSPARK_GATEWAY_PORT"):
         return None
-    SparkContext._ensure_initialized()
+    SparkContext._ensure_initialized()  # connect to that JVM, so the conf reads its properties
     value = SparkConf().get(key, None)
     return None if value is None else str(value)
 
