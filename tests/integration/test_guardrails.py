@@ -30,7 +30,7 @@ from ruamel.yaml import YAML
 
 from offsetd.audit import read_records
 from offsetd.cli import main
-from offsetd.devstack.faultproxy import FaultProxy
+from offsetd.devstack.faultproxy import CLOSE, FaultProxy
 from offsetd.devstack.stack import StackInfo
 from offsetd.remediation.guards import count_failing
 from offsetd.remediation.quarantine import QuarantinedRecord, read_quarantined
@@ -87,12 +87,21 @@ class Setup:
         ]
 
     def wait_outcome(self, connector: str, outcome: str, timeout_s: float = 120) -> dict[str, Any]:
+        seen: list[dict[str, Any]] = []
+
         def probe() -> dict[str, Any] | None:
             self._alive()
-            found = [r for r in self.outcomes(connector) if r["outcome"] == outcome]
+            seen[:] = self.outcomes(connector)
+            found = [r for r in seen if r["outcome"] == outcome]
             return found[0] if found else None
 
-        return wait_for(f"{connector}: outcome {outcome}", probe, timeout_s)
+        try:
+            return wait_for(f"{connector}: outcome {outcome}", probe, timeout_s)
+        except AssertionError as timed_out:
+            # What the daemon did instead, so that a failure in CI can be read without a rerun.
+            others = [(r.get("outcome"), r.get("guard"), r.get("message")) for r in seen]
+            log = self.daemon.log()[-6000:] if self.daemon is not None else ""
+            raise AssertionError(f"{timed_out}\noutcomes: {others}\ndaemon log:\n{log}") from None
 
     def quarantined(self) -> list[QuarantinedRecord]:
         return read_quarantined(
@@ -417,6 +426,33 @@ def test_a_skip_budget_of_one_stops_the_second_skip(
             status = setup.cli("automation", "status", "-o", "json")
             assert status.exit_code == 0, status.output
             assert sink.name in status.stdout
+        finally:
+            cleanup(connect, sink)
+
+
+def test_a_lost_answer_to_the_blast_radius_count_is_asked_again(
+    stack: StackInfo, connect: ConnectClient, tmp_path: Path
+) -> None:
+    """The count fails closed when it cannot be read, and the decision comes only once: one
+    dropped connection must not leave the sink FAILED for good."""
+    with (
+        FaultProxy(str(connect.http.base_url)) as proxy,
+        daemon_setup(stack, tmp_path, mode="enforce", connect_url=proxy.url) as setup,
+    ):
+        proxy.inject("GET", r"^/connectors$", CLOSE, times=1, query_regex=r"^expand=status$")
+        sink, poison = poisoned_sink(connect, setup, good(range(4, 6)))
+        try:
+            setup.start()
+            done = setup.wait_outcome(sink.name, "executed")
+            assert done["record"]["offset"] == poison
+            counts = [
+                (c.status, c.fault)
+                for c in proxy.calls
+                if c.path == "/connectors" and c.query == "expand=status"
+            ]
+            assert counts[:2] == [(None, "close"), (200, None)], counts
+            wait_committed(connect, sink, poison + 3)
+            assert [r["outcome"] for r in setup.outcomes(sink.name)] == ["executed"]
         finally:
             cleanup(connect, sink)
 

@@ -23,6 +23,7 @@ from offsetd.errors import (
     OffsetdError,
 )
 from offsetd.offsets.model import OffsetEntry
+from offsetd.remediation.guards import count_failing
 
 T = TypeVar("T")
 Handler = Callable[[httpx.Request], httpx.Response]
@@ -432,3 +433,14 @@ def test_framework_only_prefix_matches_connects_text() -> None:
 def test_backoff_delays() -> None:
     assert list(Backoff(attempts=6, first_s=0.5, max_s=3.0).delays()) == [0.5, 1.0, 2.0, 3.0, 3.0]
     assert list(Backoff(attempts=1).delays()) == []
+
+
+def test_statuses_asks_for_status_only_and_feeds_the_failing_count() -> None:
+    body = {
+        "a": {"status": status_body("a")},
+        "b": {"status": {**status_body("b"), "tasks": [{"id": 0, "state": "FAILED"}]}},
+    }
+    rec = Recorder(httpx.Response(200, json=body))
+    answer = call(rec, lambda c: c.statuses())
+    assert rec.requests[0].url.params.get_list("expand") == ["status"]
+    assert count_failing(answer) == 1

@@ -186,6 +186,14 @@ class ConnectClient:
         result: dict[str, Any] = response.json()
         return result
 
+    async def statuses(self) -> dict[str, Any]:
+        """`GET /connectors?expand=status`: every connector's status, without its config."""
+        response = await self._call(
+            "GET", "/connectors", what="list connectors", params=[("expand", "status")]
+        )
+        result: dict[str, Any] = response.json()
+        return result
+
     async def info(self, name: str) -> ConnectorInfo:
         response = await self._call("GET", _path(name), name=name, what="read the connector")
         return ConnectorInfo.from_json(response.json())

@@ -133,16 +133,20 @@ DROP_ANSWER = Fault("drop_answer", "forward_then_close")
 @dataclass
 class Injection:
     """One armed fault: requests matching `method` and `path` (a regex, `re.search` on the
-    decoded path without the query) get `fault`, `times` times (None = until cleared)."""
+    decoded path without the query) and, if given, `query` (a regex on the raw query string)
+    get `fault`, `times` times (None = until cleared)."""
 
     method: str
     path: re.Pattern[str]
     fault: Fault
     times: int | None
     used: int = 0
+    query: re.Pattern[str] | None = None
 
-    def matches(self, method: str, path: str) -> bool:
+    def matches(self, method: str, path: str, query: str = "") -> bool:
         if self.times is not None and self.used >= self.times:
+            return False
+        if self.query is not None and self.query.search(query) is None:
             return False
         return self.method in ("*", method) and self.path.search(path) is not None
 
@@ -230,10 +234,17 @@ class FaultProxy:
     # -- faults ---------------------------------------------------------------------------------
 
     def inject(
-        self, method: str, path_regex: str, fault: Fault, times: int | None = 1
+        self,
+        method: str,
+        path_regex: str,
+        fault: Fault,
+        times: int | None = 1,
+        *,
+        query_regex: str | None = None,
     ) -> Injection:
         """Arm `fault` for the next `times` matching requests (`method` `*` = any method)."""
-        injection = Injection(method.upper(), re.compile(path_regex), fault, times)
+        query = re.compile(query_regex) if query_regex is not None else None
+        injection = Injection(method.upper(), re.compile(path_regex), fault, times, query=query)
         with self._lock:
             self._injections.append(injection)
         return injection
@@ -264,10 +275,10 @@ class FaultProxy:
 
     # -- used by the handler --------------------------------------------------------------------
 
-    def _take(self, method: str, path: str) -> Fault | None:
+    def _take(self, method: str, path: str, query: str = "") -> Fault | None:
         with self._lock:
             for injection in self._injections:
-                if injection.matches(method, path):
+                if injection.matches(method, path, query):
                     injection.used += 1
                     return injection.fault
         return None
@@ -320,7 +331,7 @@ class _Handler(BaseHTTPRequestHandler):
         path = unquote(split.path)
         length = int(self.headers.get("Content-Length") or 0)
         body = self.rfile.read(length) if length else b""
-        fault = proxy._take(method, path)
+        fault = proxy._take(method, path, split.query)
         if fault is None or fault.mode == "forward_then_close":
             try:
                 response = proxy._forward(method, self.path, list(self.headers.items()), body)

@@ -22,9 +22,9 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import httpx
 
@@ -57,10 +57,12 @@ from offsetd.remediation.skip import (
     SkipResult,
     SkipSaga,
     SkipTimings,
+    retriable,
 )
 
 log = logging.getLogger("offsetd.remediation")
 RESUBMIT_WITHIN_MS = 3_600_000  # older decisions without an outcome are left to a person
+T = TypeVar("T")
 
 
 class Locator(Protocol):
@@ -90,6 +92,7 @@ class Remediator:
     now_ms: Callable[[], int] = field(default=lambda: int(time.time() * 1000))
     http_timeout_s: float = 15.0
     poll_s: float = 1.0
+    guard_read_delays_s: tuple[float, ...] = (1.0, 3.0)  # a guard's read: 3 tries in all
     _queues: dict[str, asyncio.Queue[Decision]] = field(default_factory=dict)
     _workers: dict[str, asyncio.Task[None]] = field(default_factory=dict)
     _skip_pending: dict[str, asyncio.Event] = field(default_factory=dict)
@@ -272,8 +275,9 @@ class Remediator:
         if meta is not None or cluster is None or not moves:
             return meta
         try:
-            async with ConnectClient.for_cluster(cluster, timeout_s=self.http_timeout_s) as client:
-                info = await client.info(decision.connector)
+            info = await self._guard_read(
+                cluster, f"read {decision.connector}'s class", lambda c: c.info(decision.connector)
+            )
         except OffsetdError as exc:
             log.warning("could not read %s's class: %s", decision.connector, exc)
             return None
@@ -619,12 +623,36 @@ class Remediator:
     async def _failing_connectors(self, cluster: ConnectCluster) -> int | None:
         """Connectors with the connector or any task FAILED right now (the blast radius)."""
         try:
-            async with ConnectClient.for_cluster(cluster, timeout_s=self.http_timeout_s) as client:
-                expanded = await client.expanded()
+            expanded = await self._guard_read(
+                cluster, "count failing connectors", lambda c: c.statuses()
+            )
         except OffsetdError as exc:
             log.warning("could not count failing connectors: %s", exc)
             return None
         return count_failing(expanded)
+
+    async def _guard_read(
+        self,
+        cluster: ConnectCluster,
+        what: str,
+        read: Callable[[ConnectClient], Awaitable[T]],
+    ) -> T:
+        """A read a guard needs, tried again after a pause when Connect did not answer or was
+        busy. The guard fails closed without it, and the decision that needs it comes only once:
+        one lost answer would otherwise leave a connector FAILED that a second try heals."""
+        delays = list(self.guard_read_delays_s)
+        while True:
+            try:
+                async with ConnectClient.for_cluster(
+                    cluster, timeout_s=self.http_timeout_s
+                ) as client:
+                    return await read(client)
+            except OffsetdError as exc:
+                if not delays or not retriable(exc):
+                    raise
+                delay = delays.pop(0)
+                log.warning("could not %s (%s); trying again in %g s", what, exc, delay)
+                await asyncio.sleep(delay)
 
     async def _finish(
         self, decision: Decision, outcome: str, message: str, extra: dict[str, Any]

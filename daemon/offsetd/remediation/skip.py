@@ -310,7 +310,7 @@ class SkipSaga:
                     f"the PATCH of {plan.connector} failed ({error}) and its offsets are now "
                     "neither the before-image nor the target",
                 )
-            if not _retriable(error) or attempt == timings.max_retries:
+            if not retriable(error) or attempt == timings.max_retries:
                 if same_offsets(now, plan.before):
                     await self.ctx.offsets.record_outcome(snapshot, "failed", now, str(error))
                     raise await self._rollback(
@@ -528,7 +528,7 @@ class SkipSaga:
             try:
                 return await call()
             except OffsetdError as exc:
-                if attempt == timings.max_retries or not _retriable(exc):
+                if attempt == timings.max_retries or not retriable(exc):
                     raise
                 delay = await self._pause_before_retry(step, exc, attempt, delay)
         raise AssertionError("unreachable")
@@ -587,7 +587,7 @@ _SERVER_ERROR = re.compile(r"Connect answered 5\d\d\b")
 _REQUEST_TIMED_OUT = "Request timed out"
 
 
-def _retriable(exc: OffsetdError) -> bool:
+def retriable(exc: OffsetdError) -> bool:
     """Worth trying again (for an idempotent call): no answer, busy, or a server-side 5xx."""
     if isinstance(exc, (ConnectUnavailable, ConnectBusy)):
         return True
