@@ -37,8 +37,10 @@ from offsetd.remediation.quarantine import QuarantinedRecord, read_quarantined
 from tests.integration.daemonproc import Daemon, free_port
 from tests.integration.kafkautil import (
     ConnectClient,
+    consume_all,
     create_topic,
     dlq_json_file_sink,
+    headers_of,
     produce,
     unique,
     wait_for,
@@ -453,6 +455,53 @@ def test_a_lost_answer_to_the_blast_radius_count_is_asked_again(
             assert counts[:2] == [(None, "close"), (200, None)], counts
             wait_committed(connect, sink, poison + 3)
             assert [r["outcome"] for r in setup.outcomes(sink.name)] == ["executed"]
+        finally:
+            cleanup(connect, sink)
+
+
+def test_a_restart_whose_connection_dropped_is_sent_again(
+    stack: StackInfo, connect: ConnectClient, tmp_path: Path
+) -> None:
+    """restart-failed-tasks is idempotent (onlyFailed), so a request lost on its way is sent
+    again instead of ending the decision as failed."""
+    with (
+        FaultProxy(str(connect.http.base_url)) as proxy,
+        daemon_setup(stack, tmp_path, mode="enforce", connect_url=proxy.url) as setup,
+    ):
+        restart = {
+            "name": "guard-restart",
+            "description": "Restart this test's sinks once on their first failure.",
+            "mode": "enforce",
+            "match": {"kind": "dlq_record", "connector": f"{setup.prefix}-*"},
+            "when": {"count": 1, "within": "10m", "key": ["connector", "record"]},
+            "actions": [{"type": "restart-failed-tasks"}],
+            "limits": {"budget": {"max": 100, "per": "1h"}, "cooldown": "1h"},
+        }
+        with (tmp_path / "rules" / "guard-skip.yaml").open("w") as out:
+            YAML().dump(restart, out)
+        proxy.inject("POST", r"/restart$", CLOSE, times=1)
+        sink, poison = poisoned_sink(connect, setup, good(range(4, 6)))
+        try:
+            setup.start()
+            done = setup.wait_outcome(sink.name, "executed")
+            assert done["rule"] == "guard-restart"
+            restarts = [
+                (c.status, c.fault)
+                for c in proxy.calls
+                if c.method == "POST" and c.path.endswith("/restart")
+            ]
+            assert restarts == [(None, "close"), (202, None)], restarts
+
+            # The restarted task read the poison record again: a second DLQ record names it.
+            def dlq_offsets() -> list[int] | None:
+                found = [
+                    int(headers_of(m)["__connect.errors.offset"])
+                    for m in consume_all(setup.west, setup.dlq)
+                ]
+                return found if len(found) >= 2 else None
+
+            offsets = wait_for("a second DLQ record", dlq_offsets)
+            assert offsets == [poison, poison], offsets
         finally:
             cleanup(connect, sink)
 

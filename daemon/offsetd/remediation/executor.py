@@ -22,7 +22,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
@@ -92,7 +92,7 @@ class Remediator:
     now_ms: Callable[[], int] = field(default=lambda: int(time.time() * 1000))
     http_timeout_s: float = 15.0
     poll_s: float = 1.0
-    guard_read_delays_s: tuple[float, ...] = (1.0, 3.0)  # a guard's read: 3 tries in all
+    retry_delays_s: tuple[float, ...] = (1.0, 3.0)  # guard reads, single actions: 3 tries
     _queues: dict[str, asyncio.Queue[Decision]] = field(default_factory=dict)
     _workers: dict[str, asyncio.Task[None]] = field(default_factory=dict)
     _skip_pending: dict[str, asyncio.Event] = field(default_factory=dict)
@@ -350,16 +350,17 @@ class Remediator:
                     await asyncio.wait_for(pending.wait(), timeout=delay_s)
             if pending.is_set():
                 return "suppressed_skip_pending", "a skip of this connector is planned", {}
-            state = await client.restart_failed(name)
+            # onlyFailed: a retry after a lost answer restarts only what is still FAILED
+            state = await self._again("restart failed tasks", lambda: client.restart_failed(name))
             return "executed", f"restarted failed tasks; now {state.state}", {}
         if kind == "pause":
-            await client.pause(name)
+            await self._again("pause", lambda: client.pause(name))
             return "executed", "paused", {}
         if kind == "stop":
-            await client.stop(name)
+            await self._again("stop", lambda: client.stop(name))
             return "executed", "stopped", {}
         if kind == "resume":
-            await client.resume(name)
+            await self._again("resume", lambda: client.resume(name))
             return "executed", "resumed", {}
         if kind == "notify":
             await self._notify(decision, params, "executed")
@@ -637,22 +638,13 @@ class Remediator:
         what: str,
         read: Callable[[ConnectClient], Awaitable[T]],
     ) -> T:
-        """A read a guard needs, tried again after a pause when Connect did not answer or was
-        busy. The guard fails closed without it, and the decision that needs it comes only once:
-        one lost answer would otherwise leave a connector FAILED that a second try heals."""
-        delays = list(self.guard_read_delays_s)
-        while True:
-            try:
-                async with ConnectClient.for_cluster(
-                    cluster, timeout_s=self.http_timeout_s
-                ) as client:
-                    return await read(client)
-            except OffsetdError as exc:
-                if not delays or not retriable(exc):
-                    raise
-                delay = delays.pop(0)
-                log.warning("could not %s (%s); trying again in %g s", what, exc, delay)
-                await asyncio.sleep(delay)
+        """A read a guard needs. The guard fails closed without it, and the decision that needs
+        it comes only once: one lost answer would leave a connector FAILED for good."""
+        async with ConnectClient.for_cluster(cluster, timeout_s=self.http_timeout_s) as client:
+            return await self._again(what, lambda: read(client))
+
+    async def _again(self, what: str, call: Callable[[], Awaitable[T]]) -> T:
+        return await call_again(what, call, self.retry_delays_s)
 
     async def _finish(
         self, decision: Decision, outcome: str, message: str, extra: dict[str, Any]
@@ -709,6 +701,26 @@ class Remediator:
                     log.info("decision %s was %s; handling it", decision_id, approval.status)
                     self._submitted.add(decision_id)
                     self._enqueue(decision)  # a second handling, on purpose: the answer
+
+
+async def call_again(
+    what: str,
+    call: Callable[[], Awaitable[T]],
+    delays_s: Sequence[float],
+    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+) -> T:
+    """`call` (idempotent), tried again after each of `delays_s` when Connect did not answer,
+    was busy or failed on its side; any other error is raised at once, the last one too."""
+    delays = list(delays_s)
+    while True:
+        try:
+            return await call()
+        except OffsetdError as exc:
+            if not delays or not retriable(exc):
+                raise
+            delay = delays.pop(0)
+            log.warning("could not %s (%s); trying again in %g s", what, exc, delay)
+            await sleep(delay)
 
 
 def _failure_trigger(decision: Decision) -> bool:
