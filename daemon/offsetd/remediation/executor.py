@@ -57,7 +57,7 @@ from offsetd.remediation.skip import (
     SkipResult,
     SkipSaga,
     SkipTimings,
-    retriable,
+    retry_idempotent,
 )
 
 log = logging.getLogger("offsetd.remediation")
@@ -711,16 +711,12 @@ async def call_again(
 ) -> T:
     """`call` (idempotent), tried again after each of `delays_s` when Connect did not answer,
     was busy or failed on its side; any other error is raised at once, the last one too."""
-    delays = list(delays_s)
-    while True:
-        try:
-            return await call()
-        except OffsetdError as exc:
-            if not delays or not retriable(exc):
-                raise
-            delay = delays.pop(0)
-            log.warning("could not %s (%s); trying again in %g s", what, exc, delay)
-            await sleep(delay)
+
+    async def pause(error: OffsetdError, attempt: int) -> None:
+        log.warning("could not %s (%s); trying again in %g s", what, error, delays_s[attempt])
+        await sleep(delays_s[attempt])
+
+    return await retry_idempotent(call, len(delays_s) + 1, pause)
 
 
 def _failure_trigger(decision: Decision) -> bool:

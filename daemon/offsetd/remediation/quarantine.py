@@ -89,6 +89,20 @@ _DEFAULT_LIMIT = 1_024
 _TIMESTAMP_NAMES = {TIMESTAMP_CREATE_TIME: "CreateTime", TIMESTAMP_LOG_APPEND_TIME: "LogAppendTime"}
 
 
+def durable_producer(conf: Mapping[str, str], timeout_s: float, *, linger_ms: int) -> Producer:
+    """A producer for quarantine copies: acknowledged by every in-sync replica, never duplicated
+    by its own retries, and given up on after `timeout_s` so the caller can fail closed."""
+    return Producer(
+        {
+            **conf,
+            "acks": "all",
+            "enable.idempotence": "true",
+            "linger.ms": str(linger_ms),
+            "message.timeout.ms": str(int(timeout_s * 1000)),
+        }
+    )
+
+
 class QuarantineFailed(OffsetdError):
     """The record could not be copied (or read, or found): the skip must not go on."""
 
@@ -324,15 +338,7 @@ class Quarantine:
 
     def _get_producer(self) -> Producer:
         if self._producer is None:
-            self._producer = Producer(
-                {
-                    **self._conf,
-                    "acks": "all",
-                    "enable.idempotence": "true",
-                    "linger.ms": "0",
-                    "message.timeout.ms": str(int(self._timeout_s * 1000)),
-                }
-            )
+            self._producer = durable_producer(self._conf, self._timeout_s, linger_ms=0)
         return self._producer
 
     def _consumer(self) -> Consumer:

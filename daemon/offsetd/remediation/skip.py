@@ -522,16 +522,13 @@ class SkipSaga:
     async def _retrying(self, step: str, call: Callable[[], Awaitable[T]]) -> T:
         """An idempotent call: Connect not answering, still busy after the client's own
         retries, or answering a 5xx: try again, within `max_retries`."""
-        timings = self.ctx.timings
-        delay = timings.retry_first_s
-        for attempt in range(timings.max_retries + 1):
-            try:
-                return await call()
-            except OffsetdError as exc:
-                if attempt == timings.max_retries or not retriable(exc):
-                    raise
-                delay = await self._pause_before_retry(step, exc, attempt, delay)
-        raise AssertionError("unreachable")
+        delay = self.ctx.timings.retry_first_s
+
+        async def pause(error: OffsetdError, attempt: int) -> None:
+            nonlocal delay
+            delay = await self._pause_before_retry(step, error, attempt, delay)
+
+        return await retry_idempotent(call, self.ctx.timings.max_retries + 1, pause)
 
     async def _pause_before_retry(
         self, what: str, error: OffsetdError, attempt: int, delay: float
@@ -585,6 +582,23 @@ _SERVER_ERROR = re.compile(r"Connect answered 5\d\d\b")
 # Connect's REST layer gave up waiting for its herder (RestServer's 90 s): the request may still
 # be carried out, so what it did is unknown, not refused.
 _REQUEST_TIMED_OUT = "Request timed out"
+
+
+async def retry_idempotent(
+    call: Callable[[], Awaitable[T]],
+    attempts: int,
+    pause: Callable[[OffsetdError, int], Awaitable[None]],
+) -> T:
+    """`call` (idempotent) up to `attempts` times: after a `retriable` failure, `pause(error,
+    attempt)` and again; any other failure, and the last, is raised."""
+    for attempt in range(attempts):
+        try:
+            return await call()
+        except OffsetdError as exc:
+            if attempt == attempts - 1 or not retriable(exc):
+                raise
+            await pause(exc, attempt)
+    raise AssertionError("unreachable")
 
 
 def retriable(exc: OffsetdError) -> bool:

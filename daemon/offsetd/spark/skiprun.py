@@ -53,6 +53,7 @@ from offsetd.remediation.quarantine import (
     Quarantine,
     QuarantineFailed,
     context_headers,
+    durable_producer,
 )
 from offsetd.spark.plan import PLAN_FORMAT, Mode, RewindPlan, load_plan, summary_path
 
@@ -464,15 +465,7 @@ class RunCopier:
 
     def _get_producer(self) -> Producer:
         if self._producer is None:
-            self._producer = Producer(
-                {
-                    **self._conf,
-                    "acks": "all",
-                    "enable.idempotence": "true",
-                    "linger.ms": "5",
-                    "message.timeout.ms": str(int(self._timeout_s * 1000)),
-                }
-            )
+            self._producer = durable_producer(self._conf, self._timeout_s, linger_ms=5)
         return self._producer
 
 
