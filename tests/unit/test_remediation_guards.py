@@ -25,11 +25,14 @@ from offsetd.remediation.control import (
 from offsetd.remediation.guards import (
     PROCEED,
     GuardContext,
+    StatusSample,
     Verdict,
     WritePermit,
     class_allowed,
     count_failing,
     evaluate,
+    failing_now,
+    failing_within,
     open_breaker_if_recent_skip,
 )
 
@@ -490,3 +493,75 @@ def test_count_failing_counts_a_connector_once_whether_it_or_its_tasks_failed() 
     }
     assert count_failing(expanded) == 3
     assert count_failing({}) == 0
+    assert failing_now(expanded) == {"b", "c", "d"}
+
+
+# -- the blast radius's window ------------------------------------------------------------------
+
+MINUTE = 60_000
+
+
+def test_failures_within_the_window_count_although_the_connectors_run_again() -> None:
+    """Five sinks failed a minute ago and are being restarted: now none is FAILED, the window
+    still holds five. This is the moment an outage looks smallest to a count of the present."""
+    samples = [StatusSample(f"s{i}", "FAILED", NOW - MINUTE + i) for i in range(5)]
+    samples += [StatusSample(f"s{i}", "RUNNING", NOW - 1000) for i in range(5)]
+    existing = {f"s{i}" for i in range(5)} | {"quiet"}
+    assert failing_within(samples, NOW, 5 * MINUTE, existing=existing) == {
+        "s0",
+        "s1",
+        "s2",
+        "s3",
+        "s4",
+    }
+
+
+def test_a_connector_failing_in_a_loop_counts_once() -> None:
+    samples = [StatusSample("loop", "FAILED", NOW - i * 1000) for i in range(50)]
+    assert failing_within(samples, NOW, 5 * MINUTE, existing={"loop"}) == {"loop"}
+
+
+def test_failures_older_than_the_window_and_other_states_do_not_count() -> None:
+    samples = [
+        StatusSample("old", "FAILED", NOW - 5 * MINUTE - 1),
+        StatusSample("edge", "FAILED", NOW - 5 * MINUTE),
+        StatusSample("paused", "PAUSED", NOW),
+        StatusSample("gone", None, NOW),  # a tombstone
+    ]
+    existing = {"old", "edge", "paused", "gone"}
+    assert failing_within(samples, NOW, 5 * MINUTE, existing=existing) == {"edge"}
+
+
+def test_deleted_connectors_do_not_count_and_failing_now_adds_the_rest() -> None:
+    """A connector deleted since its failure is no outage of this cluster; one failing now
+    counts even when its FAILED record is older than the window (it never recovered)."""
+    samples = [StatusSample("deleted", "FAILED", NOW), StatusSample("recent", "FAILED", NOW)]
+    found = failing_within(
+        samples,
+        NOW,
+        5 * MINUTE,
+        existing={"recent", "stuck"},
+        failing={"stuck", "deleted-too"},
+    )
+    assert found == {"recent", "stuck"}
+
+
+def test_the_blast_radius_verdict_names_the_window_and_the_connectors() -> None:
+    settings = RemediationSettings(blast_radius={"max_failing_connectors": 3, "within": "2m"})
+    names = tuple(f"sink-{i}" for i in range(12))
+    context = GuardContext(
+        settings=settings,
+        control=ControlState(),
+        connector_class=SINK,
+        connector_type="sink",
+        orchestrator="none",
+        failing_connectors=len(names),
+        now_ms=NOW,
+        failing_names=names,
+    )
+    verdict = evaluate(decision(), context)
+    check(verdict, "suppressed_blast_radius", "blast_radius")
+    assert verdict.detail.startswith("12 connectors failing on local now or within the last 120 s")
+    assert "(limit 3): sink-0, sink-1" in verdict.detail
+    assert "sink-9 and 2 more" in verdict.detail
+    assert "sink-10" not in verdict.detail

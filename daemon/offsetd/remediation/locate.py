@@ -144,13 +144,16 @@ async def locate(
     on_override: OverrideHook | None = None,
     poll_s: float = 0.1,
     read_timeout_s: float = 30.0,
+    settle_s: float = 20.0,
 ) -> LocateResult:
     """Locate the failing record of `decision`'s connector (see the module docstring).
 
     `on_override(original_value)` is awaited right before the one-record override is written,
     with the connector's own `consumer.override.max.poll.records` (None: not set), so the caller
     can persist it and `restore_override` after a crash. `timeout_s` (default
-    `remediation.locate_timeout`) bounds the wait for the failure to repeat.
+    `remediation.locate_timeout`) bounds the wait for the failure to repeat. `settle_s` bounds
+    the wait for a FAILED task first: Connect writes the DLQ record about 0.5 s before it reports
+    the task FAILED, and a decision made on the DLQ record gets here in between.
     """
     if decision.record_status == "exact" and decision.record is not None:
         return Located(decision.record, "dlq", "named by the DLQ record's context headers")
@@ -172,7 +175,7 @@ async def locate(
         if connect is not None and internal is not None
         else None
     )
-    locator = _Locator(client, name, conf, read_timeout_s, poll_s, trail)
+    locator = _Locator(client, name, conf, read_timeout_s, poll_s, trail, settle_s)
     earlier: tuple[NotLocated, ...] = ()
     if single_record_batches:
         result = await locator.by_single_record_batches(timeout_s, on_override)
@@ -256,6 +259,7 @@ class _Locator:
         read_s: float,
         poll_s: float,
         trail: StatusTrail | None = None,
+        settle_s: float = 20.0,
     ) -> None:
         self.client = client
         self.name = name
@@ -263,12 +267,28 @@ class _Locator:
         self.read_s = read_s
         self.poll_s = poll_s
         self.trail = trail
+        self.settle_s = settle_s
+
+    async def _settled_status(self) -> ConnectorState:
+        """The connector's status once a task is FAILED, or as it is after `settle_s`.
+
+        The decision can come before Connect reports the failure: from the DLQ record (written
+        ~0.5 s before FAILED), or from a task that a restart or a config change had just set
+        running again and that is on its way back to the poison record. Reading the status once
+        would answer `not_failed` for a task that fails a moment later.
+        """
+        deadline = time.monotonic() + self.settle_s
+        while True:
+            status = await self.client.status(self.name)
+            if _failed_tasks(status) or time.monotonic() >= deadline:
+                return status
+            await asyncio.sleep(min(self.poll_s, 0.05))
 
     async def by_single_record_batches(
         self, timeout_s: float, on_override: OverrideHook | None
     ) -> LocateResult:
         name = self.name
-        status = await self.client.status(name)
+        status = await self._settled_status()
         failed = _failed_tasks(status)
         if not failed:
             return _not_failed(status)
@@ -328,7 +348,7 @@ class _Locator:
         )
 
     async def by_check(self, check: Check) -> LocateResult:
-        status = await self.client.status(self.name)
+        status = await self._settled_status()
         if not _failed_tasks(status):
             return _not_failed(status)
         picked = await self._pick(await self.client.offsets(self.name))
