@@ -8,6 +8,13 @@ from offsetd.engine.decide import (
     decide,
     prune,
 )
+from offsetd.engine.later import (
+    did_not_run,
+    outcome_news,
+    redecide_deferred,
+    release,
+    settle,
+)
 from offsetd.engine.state import ConnectorState
 from offsetd.rules.models import ConnectorMeta
 
@@ -19,5 +26,10 @@ __all__ = [
     "EventSummary",
     "PlannedAction",
     "decide",
+    "did_not_run",
+    "outcome_news",
     "prune",
+    "redecide_deferred",
+    "release",
+    "settle",
 ]

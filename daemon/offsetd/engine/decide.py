@@ -13,9 +13,14 @@ and nothing here does I/O. The steps, for each event:
    within the window fires, and the firing consumes the window;
 6. limits: a firing becomes a decision, `planned` or `suppressed` (disabled, inhibited,
    cooldown, budget, checked in that order). Only planned decisions use up cooldown and
-   budget, advance the restart backoff, and inhibit other rules. `mode` never suppresses:
-   observe-mode decisions are planned and flagged, so observe shows exactly what enforce
-   would do.
+   budget, advance the restart backoff, and inhibit other rules; one whose action then did
+   not run gives them back (`offsetd.engine.later.release`), and the decision it inhibited
+   meanwhile is decided again. `mode` never suppresses: observe-mode decisions are planned
+   and flagged, so observe shows exactly what enforce would do.
+
+Rules that read the connector's class or type (in a condition or an `unless`) cannot see an
+event while the metadata is unknown: such an event is kept (`defer`) and decided by those rules
+once it is known (`offsetd.engine.later.redecide_deferred`), never dropped in silence.
 """
 
 from __future__ import annotations
@@ -52,6 +57,7 @@ __all__ = [
     "Reason",
     "RecordStatus",
     "decide",
+    "defer",
     "prune",
 ]
 
@@ -64,6 +70,10 @@ SWEEP_EVERY_MS = 60_000  # event time between two pruning sweeps of a connector'
 # state (one faust Table value) without bound: beyond this, keys seen once and longest ago
 # are dropped first (see counting.evict_stalest).
 MAX_KEYS = 128
+# Bounds of the lists that make decisions wait (state.py): a few entries each in practice.
+MAX_HELD = 16
+MAX_DEFERRED = 32
+MAX_RELEASED = 64
 
 
 class _Frozen(BaseModel):
@@ -216,10 +226,27 @@ def decide(
         prune(state, rules)
         fields["next_sweep_ms"] = time_ms + SWEEP_EVERY_MS
 
+    decisions = _match_rules(state, event, rules.candidates(event, meta), meta, now_ms, on_match)
+    if meta is None and rules.meta_rules:
+        defer(state, event, rules, now_ms)
+    return state, decisions
+
+
+def _match_rules(
+    state: ConnectorState,
+    event: Any,
+    candidates: tuple[CompiledRule, ...],
+    meta: ConnectorMeta | None,
+    now_ms: int,
+    on_match: Callable[[str], None] | None,
+) -> list[Decision]:
+    """Steps 3 to 6 for `candidates` (the event's rules): match, count, fire."""
     decisions: list[Decision] = []
-    record = _record_text(event) if kind is EventKind.DLQ_RECORD else None
+    source = event.source
+    time_ms = source.timestamp_ms
+    record = _record_text(event) if event.kind is EventKind.DLQ_RECORD else None
     trigger: list[EventSummary] = []  # built by the first firing, shared by the others
-    for rule in rules.candidates(event, meta):
+    for rule in candidates:
         if now_ms - time_ms > rule.within_ms:
             continue  # stale: a replayed or late record never fires (nor counts)
         if rule.dynamic is not None and not rule.dynamic(event, meta):
@@ -244,7 +271,28 @@ def decide(
         counted = list(entries)
         del windows[key]  # the firing consumes the window
         decisions.append(_fire(state, rule, rule_state, event, key, counted, now_ms, trigger))
-    return state, decisions
+    return decisions
+
+
+def defer(state: ConnectorState, event: Any, rules: RuleSet, now_ms: int) -> bool:
+    """Keep `event` for later if a rule that needs the (unknown) metadata could match it.
+
+    Only while that rule's window still holds the event (a replayed old event is not kept),
+    and at most `MAX_DEFERRED` per connector (the oldest go first). `redecide_deferred` runs
+    those rules, and only those: the others counted the event already. True if kept.
+    """
+    time_ms = event.source.timestamp_ms
+    if not any(now_ms - time_ms <= r.within_ms for r in rules.waiting_for_meta(event)):
+        return False
+    # A DLQ event without its headers: no rule reads them, and the stack trace is large.
+    data = event.model_dump(
+        mode="json", exclude={"headers"} if event.kind is EventKind.DLQ_RECORD else None
+    )
+    deferred = state.deferred
+    if len(deferred) >= MAX_DEFERRED:
+        del deferred[: len(deferred) - MAX_DEFERRED + 1]
+    deferred.append({"time_ms": time_ms, "deferred_ms": now_ms, "event": data})
+    return True
 
 
 def _update_status(state: ConnectorState, event: Any, time_ms: int) -> None:
@@ -340,24 +388,7 @@ def _fire(
     trigger: list[EventSummary],
 ) -> Decision:
     time_ms = event.source.timestamp_ms
-    reason: Reason | None = None
-    detail: str | None = None
-    inhibition = state.inhibitions.get(rule.name)
-    if not rule.enabled:
-        reason, detail = "disabled", "the rule is disabled (enabled: false)"
-    elif inhibition is not None and inhibition["since_ms"] <= time_ms <= inhibition["until_ms"]:
-        reason = "inhibited"
-        detail = f"inhibited by {inhibition['by']} (fired at {inhibition['since_ms']} ms)"
-    elif in_cooldown(rule_state, time_ms, rule.cooldown_ms):
-        reason = "cooldown"
-        detail = (
-            f"last executed at {rule_state['last_executed_ms']} ms; cooldown {rule.cooldown_ms} ms"
-        )
-    else:
-        used = budget_used(rule_state, time_ms, rule.budget_per_ms)
-        if used >= rule.budget_max:
-            reason = "budget"
-            detail = f"{used} of {rule.budget_max} executions used within {rule.budget_per_ms} ms"
+    reason, detail = limits(state, rule, rule_state, time_ms)
     planned = reason is None
 
     records = {entry[4] for entry in counted}
@@ -369,16 +400,7 @@ def _fire(
 
     actions = [_plan_action(state, action, time_ms, record, planned) for action in rule.actions]
     if planned:
-        record_executed(rule_state, time_ms)
-        if rule.inhibits is not None:
-            until = time_ms + rule.inhibits.for_
-            for target in rule.inhibits.rules:
-                state.inhibitions[target] = {
-                    "by": rule.name,
-                    "since_ms": time_ms,
-                    "until_ms": until,
-                    "stopped": False,
-                }
+        take(state, rule, rule_state, time_ms)
 
     # One validated construction: pydantic-core builds the nested models faster than
     # model_construct does in Python, and the decision is checked on the way. Models given as
@@ -387,9 +409,9 @@ def _fire(
     if not trigger:
         trigger.append(_summary(event))
     source = event.source
-    return Decision.model_validate(
+    decision = Decision.model_validate(
         {
-            "id": decision_id(rule.name, event.connect_cluster, event.connector, key, event.source),
+            "id": decision_id(rule.name, event.connect_cluster, event.connector, key, source),
             "rule": rule.name,
             "mode": rule.mode,
             "connect_cluster": event.connect_cluster,
@@ -415,6 +437,65 @@ def _fire(
             },
         }
     )
+    if reason == "inhibited":  # the inhibiting decision may yet not run: keep this one at hand
+        hold(state, rule.name, decision)
+    return decision
+
+
+def limits(
+    state: ConnectorState, rule: CompiledRule, rule_state: RuleState, time_ms: int
+) -> tuple[Reason | None, str | None]:
+    """Step 6: (reason, detail) if a firing at `time_ms` is suppressed, else (None, None)."""
+    inhibition = state.inhibitions.get(rule.name)
+    if not rule.enabled:
+        return "disabled", "the rule is disabled (enabled: false)"
+    if inhibition is not None and inhibition["since_ms"] <= time_ms <= inhibition["until_ms"]:
+        return (
+            "inhibited",
+            f"inhibited by {inhibition['by']} (fired at {inhibition['since_ms']} ms)",
+        )
+    if in_cooldown(rule_state, time_ms, rule.cooldown_ms):
+        detail = (
+            f"last executed at {rule_state['last_executed_ms']} ms; cooldown {rule.cooldown_ms} ms"
+        )
+        return "cooldown", detail
+    used = budget_used(rule_state, time_ms, rule.budget_per_ms)
+    if used >= rule.budget_max:
+        detail = f"{used} of {rule.budget_max} executions used within {rule.budget_per_ms} ms"
+        return "budget", detail
+    return None, None
+
+
+def take(state: ConnectorState, rule: CompiledRule, rule_state: RuleState, time_ms: int) -> None:
+    """A planned decision uses up its budget entry and cooldown and sets its inhibitions (its
+    backoff step was taken by `_plan_action`). `later.release` gives them back."""
+    record_executed(rule_state, time_ms)
+    if rule.inhibits is not None:
+        until = time_ms + rule.inhibits.for_
+        for target in rule.inhibits.rules:
+            state.inhibitions[target] = {
+                "by": rule.name,
+                "since_ms": time_ms,
+                "until_ms": until,
+                "stopped": False,
+            }
+
+
+def hold(state: ConnectorState, rule: str, decision: Decision) -> None:
+    """Keep the decision an inhibition suppressed (the latest one per rule: one restart restarts
+    every failed task), for `later.release` to decide again if the inhibitor did not run."""
+    inhibition = state.inhibitions[rule]
+    held = [h for h in state.held if h["decision"].get("rule") != rule]
+    if len(held) >= MAX_HELD:
+        del held[: len(held) - MAX_HELD + 1]
+    held.append(
+        {
+            "by": inhibition["by"],
+            "since_ms": inhibition["since_ms"],
+            "decision": decision.model_dump(mode="json", exclude={"actions"}),  # planned again
+        }
+    )
+    state.held = held
 
 
 def _summary(event: Any) -> EventSummary:
@@ -489,6 +570,31 @@ def prune(state: ConnectorState, rules: RuleSet) -> None:
             del state.rules[name]
     for name in [n for n, i in state.inhibitions.items() if i["until_ms"] < now]:
         del state.inhibitions[name]
+    _prune_waiting(state, rules, now)
     backoff = state.restart_backoff
     if backoff is not None and now - backoff["last_ms"] > rules.restart_reset_ms:
         state.restart_backoff = None
+
+
+def _prune_waiting(state: ConnectorState, rules: RuleSet, now: int) -> None:
+    """Held decisions whose inhibition has ended (or whose window has passed), deferred events
+    past every window, released ids past every limit they could have given back."""
+    if state.held:
+        kept = []
+        for held in state.held:
+            inhibition = state.inhibitions.get(str(held["decision"].get("rule")))
+            rule = rules.by_name.get(str(held["decision"].get("rule")))
+            time_ms = int(held["decision"].get("event_time_ms", 0))
+            if (
+                rule is not None
+                and inhibition is not None
+                and (inhibition["by"], inhibition["since_ms"]) == (held["by"], held["since_ms"])
+                and time_ms >= now - rule.within_ms
+            ):
+                kept.append(held)
+        state.held = kept
+    if state.deferred:
+        state.deferred = [d for d in state.deferred if d["time_ms"] >= now - rules.meta_within_ms]
+    if state.released:
+        horizon = now - rules.limits_horizon_ms
+        state.released = {i: t for i, t in state.released.items() if t >= horizon}

@@ -4,9 +4,16 @@ Everything is in event time, so windows, budgets, cooldowns, backoff and inhibit
 restart together with the state. Inner records are TypedDicts and tuples: the engine updates
 them as plain dicts and lists (cheap), pydantic checks them when state is read back from
 JSON. The state stays compact: windows, budgets and inhibitions are pruned as they expire.
+
+Three small, bounded records make decisions wait instead of getting lost (`offsetd.engine.later`),
+all empty in the common case: `held` (a decision an inhibition suppressed, while the inhibition
+holds), `deferred` (events some rule could match only once the connector's metadata is known)
+and `released` (planned decisions whose action did not run and whose limits were given back).
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 from typing_extensions import TypedDict
@@ -14,6 +21,8 @@ from typing_extensions import TypedDict
 __all__ = [
     "BackoffState",
     "ConnectorState",
+    "Deferred",
+    "Held",
     "Inhibition",
     "RuleState",
     "StatusEntry",
@@ -58,6 +67,23 @@ class Inhibition(TypedDict):
     stopped: bool  # the connector was seen STOPPED since; RUNNING next ends the inhibition
 
 
+class Held(TypedDict):
+    """The latest decision of a rule that an inhibition suppressed, kept while the inhibition
+    holds: if the inhibiting decision turns out not to have run, it is decided again."""
+
+    by: str  # the inhibiting rule ...
+    since_ms: int  # ... and its decision's event time (the inhibition's `since_ms`)
+    decision: dict[str, Any]  # the suppressed decision, as JSON (it is re-planned from this)
+
+
+class Deferred(TypedDict):
+    """An event that some rule could match only with the connector's metadata, unknown yet."""
+
+    time_ms: int  # its event time
+    deferred_ms: int  # when it was deferred (processing time)
+    event: dict[str, Any]  # the event, as JSON (a DLQ event without its headers)
+
+
 class ConnectorState(BaseModel):
     """What the engine remembers about one connector (`owner_key(connect_cluster, connector)`).
 
@@ -78,6 +104,9 @@ class ConnectorState(BaseModel):
     rules: dict[str, RuleState] = Field(default_factory=dict)
     restart_backoff: BackoffState | None = None
     inhibitions: dict[str, Inhibition] = Field(default_factory=dict)  # by inhibited rule
+    held: list[Held] = Field(default_factory=list)
+    deferred: list[Deferred] = Field(default_factory=list)
+    released: dict[str, int] = Field(default_factory=dict)  # decision id -> its event time
 
     def to_json(self) -> str:
         return self.model_dump_json()

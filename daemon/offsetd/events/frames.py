@@ -19,6 +19,12 @@ Format (version 1, big-endian): `b"\\x01"`, u16 topic count, then each topic (u1
 then per record: u16 topic index, i32 partition, i64 offset, i64 timestamp, i32 key length,
 i32 value length (-1: null), u16 header count, the key, the value, then each header (u16 name
 length, i32 value length or -1, name, value). Pure: no I/O.
+
+A *nudge* shares the topic and the key: `b"\\x02"` then a JSON object. It carries no record, only
+news for the connector's owner that it must apply itself, in order with the connector's events
+(one writer of the state): `{"type": "outcome", ...}` (the executor's outcome of a planned
+decision, see `offsetd.engine.later`) and `{"type": "metadata"}` (the connector's metadata is
+known now: decide its deferred events).
 """
 
 from __future__ import annotations
@@ -37,7 +43,9 @@ __all__ = [
     "FramePlan",
     "Router",
     "decode_frame",
+    "decode_nudge",
     "encode_frame",
+    "encode_nudge",
     "frame_head_size",
     "framed_size",
     "plan_frames",
@@ -47,7 +55,9 @@ __all__ = [
 ]
 
 FRAME_VERSION = 1
+NUDGE_VERSION = 2
 _VERSION = bytes([FRAME_VERSION])
+_NUDGE = bytes([NUDGE_VERSION])
 _RECORD = struct.Struct(">HiqqiiH")
 _U16 = struct.Struct(">H")
 _HEADER = struct.Struct(">Hi")
@@ -270,3 +280,21 @@ def _decode_frame(data: bytes) -> list[RawRecord]:
             RawRecord(topics[index], partition, offset, timestamp, key, value, tuple(headers))
         )
     return records
+
+
+def encode_nudge(news: dict[str, object]) -> bytes:
+    """A nudge's value: news for a connector's owner (a JSON object with a `type`)."""
+    return _NUDGE + json.dumps(news, separators=(",", ":")).encode()
+
+
+def decode_nudge(data: bytes) -> dict[str, object] | None:
+    """The news of a nudge; None if `data` is not a nudge (a frame); `Malformed` if broken."""
+    if not data or data[0] != NUDGE_VERSION:
+        return None
+    try:
+        news = json.loads(data[1:])
+    except (ValueError, RecursionError):
+        raise Malformed("not an offsetd nudge (JSON)", "<nudge>", -1, -1) from None
+    if not isinstance(news, dict) or not isinstance(news.get("type"), str):
+        raise Malformed("not an offsetd nudge (no type)", "<nudge>", -1, -1)
+    return news

@@ -504,6 +504,10 @@ class CompiledRule:
     inhibits: Inhibit | None
     has_skip: bool
     actions: tuple[CompiledAction, ...]
+    # A condition or an `unless` reads the connector's class or type: without metadata the
+    # rule can tell neither a match nor an exclusion, so the event waits (engine.later).
+    needs_meta: bool = False
+    name_static: tuple[Predicate, ...] = ()  # `static` less the metadata conditions
 
     def matches(self, event: Any, meta: ConnectorMeta | None) -> bool:
         """Every condition, kind and state included (the slow, self-contained check)."""
@@ -574,6 +578,8 @@ def compile_rule(rule: Rule) -> CompiledRule:
         inhibits=rule.inhibits,
         has_skip=any(a.type == "skip-record" for a in rule.actions),
         actions=actions,
+        needs_meta=any(c.needs_meta for c in (*conditions, *unless)),
+        name_static=tuple(c.test for c in conditions if c.name in _STATIC and not c.needs_meta),
     )
 
 
@@ -629,6 +635,19 @@ class RuleSet:
                     if r.states is None or (state is not None and state in r.states)
                 )
         self._candidates: dict[_CandidateKey, tuple[CompiledRule, ...]] = {}
+        self.meta_rules = tuple(r for r in self.rules if r.needs_meta)
+        # how long a deferred event may matter: the longest window of a rule that needs metadata
+        self.meta_within_ms = max((r.within_ms for r in self.meta_rules), default=0)
+        # how long a planned decision's limits may matter (budget, cooldown, inhibits, backoff)
+        self.limits_horizon_ms = max(
+            (
+                max(r.budget_per_ms, r.cooldown_ms, r.inhibits.for_ if r.inhibits else 0)
+                for r in self.rules
+            ),
+            default=0,
+        )
+        self.limits_horizon_ms = max(self.limits_horizon_ms, self.restart_reset_ms)
+        self._waiting: dict[tuple[str, str | None, str, str], tuple[CompiledRule, ...]] = {}
 
     def __len__(self) -> int:
         return len(self.rules)
@@ -664,11 +683,42 @@ class RuleSet:
                     base = self._by_state[(kind, None)]
             else:
                 base = self._by_kind[kind]
-            found = tuple(r for r in base if all(test(event, meta) for test in r.static))
+            found = tuple(
+                r
+                for r in base
+                if (meta is not None or not r.needs_meta)
+                and all(test(event, meta) for test in r.static)
+            )
             if len(self._candidates) >= _CANDIDATE_CACHE_LIMIT:
                 self._candidates.clear()
             self._candidates[key] = found
         return found
+
+    def waiting_for_meta(self, event: Any) -> tuple[CompiledRule, ...]:
+        """The rules that need metadata and could match `event` once it is known.
+
+        Every condition that does not read the metadata holds (an `unless` on the class or
+        type cannot exclude yet). Asked only while the connector's metadata is unknown.
+        """
+        if not self.meta_rules:
+            return ()
+        kind = event.kind
+        status = kind is EventKind.TASK_STATUS or kind is EventKind.CONNECTOR_STATUS
+        state = event.state if status else None
+        key = (kind, state, event.connect_cluster, event.connector)
+        base = self._waiting.get(key)
+        if base is None:
+            base = tuple(
+                r
+                for r in self.meta_rules
+                if kind in r.kinds
+                and (r.states is None or (state is not None and state in r.states))
+                and all(test(event, None) for test in r.name_static)
+            )
+            if len(self._waiting) >= _CANDIDATE_CACHE_LIMIT:
+                self._waiting.clear()
+            self._waiting[key] = base
+        return tuple(r for r in base if r.dynamic is None or r.dynamic(event, None))
 
     def matching(self, event: Any, meta: ConnectorMeta | None) -> list[CompiledRule]:
         """The rules matching `event`, in load order (the hot path)."""
@@ -696,6 +746,12 @@ def explain(event: Any, rules: RuleSet, meta: ConnectorMeta | None) -> list[str]
         failed = [_failure(c, event, meta) for c in rule.conditions if not c.test(event, meta)]
         if failed:
             lines.append(f"{rule.name}: no match: " + "; ".join(failed))
+            continue
+        if rule.needs_meta and meta is None:  # an `unless` on the class or type
+            lines.append(
+                f"{rule.name}: no match yet: its unless needs connector metadata (class/type) "
+                "and none is known (the daemon decides the event once it is)"
+            )
             continue
         if rule.unless_conditions and all(c.test(event, meta) for c in rule.unless_conditions):
             held = ", ".join(c.name for c in rule.unless_conditions)
