@@ -10,12 +10,23 @@ for a skip (so the same record is never skipped twice), `locate/<cluster>/<conne
 temporary one-record-batch override while a record is being located. Each record carries an
 owner epoch: whoever resumes a saga raises it, and an older owner that sees a newer epoch stops
 before its next step instead of acting twice.
+
+Each record also names its owner process (`owner`, from `worker_identity`). When that process
+provably died (`owner_is_dead`: its liveness beacon, an abstract Unix socket it holds for its
+whole life, can be bound again in its own network namespace on its own kernel boot), a restarted
+daemon resumes the saga at once instead of waiting for the consumer group to expire the dead
+member: a connector must not stay STOPPED for a session timeout after a crash.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import os
+import re
+import secrets
+import socket
+import sys
 import threading
 import time
 from collections.abc import Mapping
@@ -223,7 +234,18 @@ class SagaStore:
             record = SagaRecord.from_json(value)
         except (ValueError, TypeError):
             return  # not ours; a malformed progress record must not stop recovery of the rest
-        self._records[record.key] = record
+        self._keep(record)
+
+    def _keep(self, record: SagaRecord) -> None:
+        """The newest record of a saga, except that a lower epoch never replaces a higher one.
+
+        An owner that was taken over may still write the step it was in the middle of, after
+        the takeover: its record must not hide the newer owner's epoch, or neither would see
+        that it is not alone (`check_owner`).
+        """
+        current = self._records.get(record.key)
+        if current is None or current.epoch <= record.epoch:
+            self._records[record.key] = record
 
     async def put(self, record: SagaRecord) -> SagaRecord:
         await asyncio.to_thread(self._put_sync, record)
@@ -249,7 +271,7 @@ class SagaStore:
                 f"{errors[0] if errors else 'timed out'}"
             )
         with self._lock:
-            self._records[record.key] = record
+            self._keep(record)
             if offsets and offsets[0] == self._position:
                 # Nobody wrote in between: our own record needs no reading back, so the next
                 # catch-up (before every step) finds nothing to fetch. A fetch for it would wait
@@ -257,11 +279,102 @@ class SagaStore:
                 self._position = offsets[0] + 1
 
     async def check_owner(self, record: SagaRecord) -> None:
-        """Before a step: stop if a newer owner has taken this saga over."""
+        """Before a step: stop if a newer owner has taken this saga over.
+
+        Two owners that took it over at once hold the same epoch: the one whose record was
+        written last goes on, the other stops here.
+        """
         await self.catch_up()
         current = self._records.get(record.key)
-        if current is not None and current.epoch > record.epoch:
+        if current is not None and (
+            current.epoch > record.epoch
+            or (current.epoch == record.epoch and current.owner != record.owner)
+        ):
             raise Superseded(
-                f"saga {record.key} was taken over by {current.owner} (epoch {current.epoch} > "
-                f"{record.epoch}); this worker stops acting on it"
+                f"saga {record.key} was taken over by {current.owner} (epoch {current.epoch}, "
+                f"this worker's {record.epoch}); this worker stops acting on it"
             )
+
+
+# -- the owner's liveness: a beacon only a live process holds -----------------------------------
+
+_BEACON_PREFIX = "offsetd-saga-owner/"
+_BOOT_ID = "/proc/sys/kernel/random/boot_id"
+_TAG = re.compile(r"#(?P<nonce>[0-9a-f]{16}) on (?P<boot>[0-9a-f-]{36})/net:\[(?P<net>[0-9]+)\]$")
+_held_beacons: list[socket.socket] = []  # never closed: the kernel releases them at exit only
+
+
+def _place() -> tuple[str, str] | None:
+    """(kernel boot id, network namespace inode) of this process, or None off Linux."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        with open(_BOOT_ID) as f:
+            boot = f.read().strip()
+        net = os.readlink("/proc/self/ns/net")  # "net:[4026531840]"
+    except OSError:
+        return None
+    inode = net.removeprefix("net:[").removesuffix("]")
+    if not re.fullmatch(r"[0-9a-f-]{36}", boot) or not inode.isdigit():
+        return None
+    return boot, inode
+
+
+def _beacon_socket(nonce: str) -> socket.socket | None:
+    """The beacon named by `nonce`, bound; None when a live process holds it (EADDRINUSE)."""
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.bind(f"\0{_BEACON_PREFIX}{nonce}")  # abstract: no file, one name per net namespace
+    except OSError:
+        sock.close()
+        return None
+    return sock
+
+
+def hold_beacon() -> str:
+    """Bind a new liveness beacon for this process and return the owner tag that names it.
+
+    The tag is `#<nonce>` (unique per process: a restarted container keeps its hostname and may
+    keep PID 1, so `user@host/pid` alone names the dead process and its successor alike), plus,
+    on Linux, ` on <boot id>/net:[<inode>]`: where the beacon can be looked for. The beacon is
+    bound before the tag exists and released only by the kernel when the process ends (SIGKILL
+    and OOM kills too), so a saga record can never name a beacon that was not held.
+    """
+    place = _place()
+    for _ in range(3):
+        nonce = secrets.token_hex(8)
+        if place is None:
+            return f"#{nonce}"
+        sock = _beacon_socket(nonce)
+        if sock is not None:
+            _held_beacons.append(sock)
+            return f"#{nonce} on {place[0]}/net:[{place[1]}]"
+    return f"#{secrets.token_hex(8)}"  # no beacon: this process's sagas wait for the group
+
+
+def beacon_of(owner: str) -> tuple[str, str, str] | None:
+    """(nonce, boot id, network namespace inode) of the beacon an owner names, if it names one."""
+    found = _TAG.search(owner)
+    return None if found is None else (found["nonce"], found["boot"], found["net"])
+
+
+def owner_is_dead(owner: str) -> bool:
+    """True only when the process named by `owner` has provably ended.
+
+    Proof: the owner's beacon (see `hold_beacon`) is on this kernel boot and in this network
+    namespace, and it can be bound now. The owner held it from before it wrote its first saga
+    record until its end, and nothing else binds that name, so it is free only once the owner is
+    gone. This holds for a daemon restarted in place — the same host, the same Kubernetes pod
+    (its containers share the pod's network namespace across restarts), `--network host` —
+    whatever its PID and hostname. Anything else (another host, a new pod, an owner from before
+    beacons, a beacon still held) is not proven: the saga waits for the consumer group then.
+    """
+    beacon = beacon_of(owner)
+    here = _place()
+    if beacon is None or here is None or beacon[1:] != here:
+        return False
+    sock = _beacon_socket(beacon[0])
+    if sock is None:
+        return False  # held: the owner (or something it forked) still runs
+    sock.close()
+    return True
