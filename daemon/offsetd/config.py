@@ -61,6 +61,7 @@ __all__ = [
     "ConnectAuth",
     "ConnectCluster",
     "ConnectTls",
+    "ConnectorScope",
     "KafkaCluster",
     "KafkaSasl",
     "KafkaTls",
@@ -351,6 +352,28 @@ class ConnectTls(_Model):
         return self
 
 
+_LABEL_RE = re.compile(r"([A-Za-z0-9][A-Za-z0-9._/-]{0,252})=(.+)")
+
+
+def _check_label(entry: str) -> str:
+    if not _LABEL_RE.fullmatch(entry):
+        raise ValueError(
+            f"{entry!r} is not key=value (a connector carries the label as its config entry "
+            "offsetd.label.<key>=<value>; keys: letters, digits, '.', '_', '/', '-')"
+        )
+    return entry
+
+
+class ConnectorScope(_Model):
+    """The connectors a deployment owns (offsetd.scope): names or globs, or `key=value` labels
+    (connector config entries `offsetd.label.<key>=<value>`); any match admits. Empty: all."""
+
+    connectors: Annotated[list[NonEmptyStr], _none_to_empty(list)] = Field(default_factory=list)
+    labels: Annotated[list[Annotated[str, AfterValidator(_check_label)]], _none_to_empty(list)] = (
+        Field(default_factory=list)
+    )
+
+
 class ConnectCluster(_Model):
     """One Kafka Connect cluster: its REST API and the Kafka cluster holding its internal topics."""
 
@@ -364,6 +387,8 @@ class ConnectCluster(_Model):
     status_topic: TopicName = "connect-status"
     dlq_topics: Annotated[list[TopicName], _none_to_empty(list)] = Field(default_factory=list)
     orchestrator: Literal["none", "strimzi"] = "none"
+    # The connectors offsetd acts on here (offsetd.scope); None: remediation.scope applies.
+    scope: ConnectorScope | None = None
 
     @model_validator(mode="after")
     def _check_consistency(self) -> Self:
@@ -469,13 +494,40 @@ class DaemonSettings(_Model):
     web_port: Annotated[int, Field(ge=0, le=65535)] = 6066
     data_dir: Path = Path(".offsetd/state")
     replication_factor: Annotated[int, Field(ge=1, le=10)] | None = None
+    # The workers' consumer group (faust's broker_session_timeout, broker_heartbeat_interval,
+    # broker_rebalance_timeout). A worker that ends without leaving the group (SIGKILL, OOM
+    # kill, a lost host) keeps its partitions until `group_session_timeout` passes without its
+    # heartbeat: until then nothing is decided for its connectors, a restarted worker included.
+    # A saga it left unfinished does not wait when it restarts in place (README: "After a
+    # crash"). Shorter: faster takeover after a lost host, more rebalances on a slow network
+    # or a busy event loop. Kafka brokers accept 6s to 30m by default.
+    group_session_timeout: Annotated[Duration, Field(ge=6_000, le=1_800_000)] = 60_000
+    group_heartbeat_interval: Annotated[Duration, Field(ge=100)] = 3_000
+    group_rebalance_timeout: Annotated[Duration, Field(ge=1_000)] = 60_000
+
+    @model_validator(mode="after")
+    def _check_group_timings(self) -> Self:
+        if self.group_heartbeat_interval * 3 > self.group_session_timeout:
+            raise ValueError(
+                "daemon.group_heartbeat_interval must be at most a third of "
+                "daemon.group_session_timeout (a member is dropped after one session timeout "
+                "without a heartbeat)"
+            )
+        return self
 
 
 class BlastRadius(_Model):
-    """An outage is not a poison record: above this many failing connectors, act on none."""
+    """An outage is not a poison record: above this many failing connectors, act on none.
+
+    A connector counts when it is failing now or went FAILED within `within` (Connect's status
+    topic). The count is taken no earlier than `settle` after the event that led to the
+    decision: connectors failing together report FAILED a moment apart (a DLQ record even
+    comes ~0.5 s before its own FAILED status).
+    """
 
     max_failing_connectors: Annotated[int, Field(ge=1)] = 3
     within: Duration = 300_000
+    settle: Duration = 5_000
 
 
 class SkipBudget(_Model):
@@ -501,6 +553,11 @@ class RemediationSettings(_Model):
     )
     opt_out: list[NonEmptyStr] = Field(
         default_factory=list, description="Connector name globs offsetd never acts on."
+    )
+    # The connectors this deployment owns on every Connect cluster without a scope of its own
+    # (offsetd.scope); the rest are dropped before the rules. Empty: every connector.
+    scope: Annotated[ConnectorScope, _none_to_empty(ConnectorScope)] = Field(
+        default_factory=ConnectorScope
     )
     skip_budget: SkipBudget = Field(default_factory=SkipBudget)
     blast_radius: BlastRadius = Field(default_factory=BlastRadius)

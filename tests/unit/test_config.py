@@ -63,6 +63,9 @@ FULL = textwrap.dedent("""\
         status_topic: west.status
         dlq_topics: [dlq-a, dlq_b]
         orchestrator: strimzi
+        scope:
+          connectors: [orders-*, payments-sink]
+          labels: [team=payments]
     """)
 
 FULL_REDACTED: dict[str, Any] = {
@@ -100,6 +103,7 @@ FULL_REDACTED: dict[str, Any] = {
             "status_topic": "west.status",
             "dlq_topics": ["dlq-a", "dlq_b"],
             "orchestrator": "strimzi",
+            "scope": {"connectors": ["orders-*", "payments-sink"], "labels": ["team=payments"]},
         }
     },
     "offsets": {"snapshots_topic": "offsetd.snapshots", "snapshots_kafka_cluster": None},
@@ -113,6 +117,9 @@ FULL_REDACTED: dict[str, Any] = {
         "web_port": 6066,
         "data_dir": ".offsetd/state",
         "replication_factor": None,
+        "group_session_timeout": "1m",
+        "group_heartbeat_interval": "3s",
+        "group_rebalance_timeout": "1m",
     },
     "remediation": {
         "quarantine_topic": "offsetd.quarantine",
@@ -120,8 +127,9 @@ FULL_REDACTED: dict[str, Any] = {
         "control_topic": "offsetd.control",
         "skip_allowlist": ["sink", "org.apache.kafka.connect.mirror.MirrorSourceConnector"],
         "opt_out": [],
+        "scope": {"connectors": [], "labels": []},
         "skip_budget": {"max": 5, "per": "1h"},
-        "blast_radius": {"max_failing_connectors": 3, "within": "5m"},
+        "blast_radius": {"max_failing_connectors": 3, "within": "5m", "settle": "5s"},
         "breaker_window": "10m",
         "verify_stable_for": "2m",
         "stop_timeout": "1m",

@@ -84,6 +84,7 @@ def run(
     from offsetd.remediation.wiring import build_remediator
     from offsetd.rules import RuleSet
     from offsetd.rules.loading import load_rules
+    from offsetd.scope import scope_of
 
     settings = load_settings(config_path)
     alias = settings.daemon_kafka_cluster()
@@ -118,6 +119,9 @@ def run(
         remediator=remediator,
     )
     logging.basicConfig(level=log_level.upper().replace("WARN", "WARNING"))
+    for name, cluster in connect.items():  # offsetd.scope: what this deployment acts on
+        owned = scope_of(settings.remediation, name, cluster).describe()
+        logging.getLogger("offsetd").info("Connect cluster %s: acting on %s", name, owned)
     app = build_app(wiring)
     import faust
 

@@ -1,4 +1,4 @@
-"""Connector class and type, which Connect's topics do not carry, cached from its REST API.
+"""Connector class, type and labels, which Connect's topics do not carry, cached from REST.
 
 Filled by `GET /connectors?expand=info&expand=status` per Connect cluster, refreshed when a
 connector's status changes, when a lookup misses (a connector created since the last refresh),
@@ -11,6 +11,10 @@ and every minute (`force`). All in the event loop, like the agent that asks:
   (one per cluster at a time, at most one per `min_interval_s`) and answers None now. A connector
   that a refresh started after its miss did not find either (deleted, or not ours) triggers no
   new refresh for `absent_ttl_s`, so replaying the history of deleted connectors stays cheap.
+
+- `fetch(cluster, connector)` reads one connector (`GET /connectors/<name>`) now, not rate-limited:
+  for an event that waits for this connector's metadata (`offsetd.engine.later`); the caller
+  retries. `peek` answers from the cache without asking for anything.
 
 A failing Connect answer is logged (the cluster and the error, never a config or a response
 body) and leaves the cache as it was. Configs are never logged.
@@ -26,7 +30,8 @@ from typing import Any
 
 from offsetd.connect.client import ConnectClient
 from offsetd.engine import ConnectorMeta
-from offsetd.errors import OffsetdError
+from offsetd.errors import ConnectorNotFound, OffsetdError
+from offsetd.scope import labels_of
 
 log = logging.getLogger("offsetd.meta")
 
@@ -60,6 +65,57 @@ class ConnectorMetaCache:
         meta = self._meta.get((connect_cluster, connector))
         if meta is None:
             self._on_miss(connect_cluster, connector)
+        return meta
+
+    async def lookup(self, connect_cluster: str, connector: str) -> ConnectorMeta | None:
+        """The connector's metadata for the scope (offsetd.scope: its labels), read now if need
+        be: the cluster's first read is awaited (once per process), so the history replayed at
+        start finds the connectors that exist; a connector not known after it is read alone
+        (`fetch`, one GET), and one Connect does not know is not asked about again for
+        `absent_ttl_s` (replaying deleted connectors stays cheap). None: still not known (not
+        found, or Connect did not answer: logged, never a config)."""
+        if connect_cluster not in self._clients:
+            return None
+        if connect_cluster not in self._refreshed:
+            await self.refresh(connect_cluster)
+        key = (connect_cluster, connector)
+        meta = self._meta.get(key)
+        since = self._absent.get(key)
+        if meta is not None or (since is not None and self._clock() - since < self._absent_ttl_s):
+            return meta
+        try:
+            meta = await self.fetch(connect_cluster, connector)
+        except OffsetdError as exc:  # its messages name the call and status, never a config
+            log.warning("could not read %s of %s: %s", connector, connect_cluster, exc)
+            return None
+        except Exception as exc:  # a broken answer: say what, not its content
+            log.warning(
+                "could not read %s of %s: %s", connector, connect_cluster, type(exc).__name__
+            )
+            return None
+        if meta is None:
+            self._absent[key] = self._clock()
+        return meta
+
+    def peek(self, connect_cluster: str, connector: str) -> ConnectorMeta | None:
+        """The connector's class and type if known; a miss asks for nothing."""
+        return self._meta.get((connect_cluster, connector))
+
+    async def fetch(self, connect_cluster: str, connector: str) -> ConnectorMeta | None:
+        """Read one connector's class and type from Connect now (cached); None if Connect does
+        not know it. A failed read raises `OffsetdError` (the caller decides when to retry)."""
+        client = self._clients.get(connect_cluster)
+        if client is None:
+            return None
+        try:
+            info = await client.info(connector)
+        except ConnectorNotFound:
+            return None
+        meta = _meta_of({"info": {"config": info.config, "type": info.type}})
+        if meta is None:  # pragma: no cover - an entry with info always gives one
+            return None
+        self._meta[(connect_cluster, connector)] = meta
+        self._absent.pop((connect_cluster, connector), None)
         return meta
 
     def _on_miss(self, connect_cluster: str, connector: str) -> None:
@@ -176,4 +232,5 @@ def _meta_of(entry: Any) -> ConnectorMeta | None:
     return ConnectorMeta(
         connector_class=str(config.get("connector.class", "")),
         connector_type=str(connector_type),
+        labels=labels_of(config),  # only the offsetd.label.* entries: the rest may be secrets
     )

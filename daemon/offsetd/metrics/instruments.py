@@ -18,6 +18,7 @@ class DaemonMetrics:
     decisions: Counter
     consumer_lag: Gauge
     audit_writes: Counter
+    out_of_scope: Counter
 
     @classmethod
     def create(cls, registry: CollectorRegistry) -> DaemonMetrics:
@@ -58,6 +59,13 @@ class DaemonMetrics:
                 ["outcome"],
                 registry=registry,
             ),
+            out_of_scope=Counter(
+                "offsetd_out_of_scope_records",
+                "Records of connectors outside this deployment's scope, dropped before the "
+                "rules (no decision, no audit), by Connect cluster.",
+                ["connect_cluster"],
+                registry=registry,
+            ),
         )
 
 
@@ -77,6 +85,7 @@ REMEDIATION_OUTCOMES = (
     "suppressed_inhibited",
     "suppressed_paused",
     "suppressed_opt_out",
+    "suppressed_out_of_scope",
     "refused_strimzi",
     "refused_not_allowed",
 )
@@ -96,6 +105,8 @@ class RemediationMetrics:
     paused: Gauge
     notifications: Counter
     connect_requests: Counter
+    blast_radius_failing: Gauge
+    blast_radius_holds: Counter
 
     @classmethod
     def create(cls, registry: CollectorRegistry) -> RemediationMetrics:
@@ -159,6 +170,20 @@ class RemediationMetrics:
                 "offsetd_connect_requests",
                 "REST calls the remediation layer made to Connect, by method and status code.",
                 ["method", "code"],
+                registry=registry,
+            ),
+            blast_radius_failing=Gauge(
+                "offsetd_blast_radius_failing_connectors",
+                "Connectors failing now or FAILED within blast_radius.within, by Connect "
+                "cluster, at the last guard check before an action.",
+                ["connect_cluster"],
+                registry=registry,
+            ),
+            blast_radius_holds=Counter(
+                "offsetd_blast_radius_holds",
+                "Decisions the blast radius held back (too many connectors failing: an outage), "
+                "by Connect cluster.",
+                ["connect_cluster"],
                 registry=registry,
             ),
         )

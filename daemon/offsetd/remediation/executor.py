@@ -30,7 +30,7 @@ import httpx
 
 from offsetd.audit import AuditLog, read_records
 from offsetd.config import ConnectCluster, RemediationSettings
-from offsetd.connect.client import ConnectClient
+from offsetd.connect.client import ConnectClient, ConnectorState
 from offsetd.engine import ConnectorMeta, Decision
 from offsetd.errors import OffsetdError
 from offsetd.metrics.instruments import RemediationMetrics
@@ -41,16 +41,24 @@ from offsetd.remediation.guards import (
     OFFSET_ACTIONS,
     WRITING_ACTIONS,
     GuardContext,
+    StatusSample,
     WritePermit,
-    count_failing,
     evaluate,
+    failing_now,
+    failing_within,
     open_breaker_if_recent_skip,
 )
 from offsetd.remediation.locate import restore_override
 from offsetd.remediation.notify import notify
 from offsetd.remediation.recent_ids import RecentIds
 from offsetd.remediation.rewind import RewindResult, RewindRunner
-from offsetd.remediation.sagas import SagaRecord, SagaStore, skip_key
+from offsetd.remediation.sagas import (
+    SagaRecord,
+    SagaStore,
+    Superseded,
+    owner_is_dead,
+    skip_key,
+)
 from offsetd.remediation.skip import (
     Quarantine,
     SkipContext,
@@ -59,6 +67,7 @@ from offsetd.remediation.skip import (
     SkipTimings,
     retry_idempotent,
 )
+from offsetd.scope import labels_of, scope_of
 
 log = logging.getLogger("offsetd.remediation")
 RESUBMIT_WITHIN_MS = 3_600_000  # older decisions without an outcome are left to a person
@@ -89,10 +98,15 @@ class Remediator:
     meta: Callable[[str, str], ConnectorMeta | None]
     owner: str = "offsetd"
     rewind: RewindRunner | None = None
+    # (Connect cluster, since ms) -> its status records since then (blast radius); None: REST only
+    failures: Callable[[str, int], list[StatusSample]] | None = None
     now_ms: Callable[[], int] = field(default=lambda: int(time.time() * 1000))
     http_timeout_s: float = 15.0
     poll_s: float = 1.0
     retry_delays_s: tuple[float, ...] = (1.0, 3.0)  # guard reads, single actions: 3 tries
+    # told every outcome once it is audited (decision, outcome, the audit's extra fields): the
+    # app hands it to the engine, which gives back the limits of a decision that did not run
+    on_outcome: Callable[[Decision, str, dict[str, Any]], Awaitable[None]] | None = None
     _queues: dict[str, asyncio.Queue[Decision]] = field(default_factory=dict)
     _workers: dict[str, asyncio.Task[None]] = field(default_factory=dict)
     _skip_pending: dict[str, asyncio.Event] = field(default_factory=dict)
@@ -127,11 +141,38 @@ class Remediator:
             self._workers[owner] = asyncio.create_task(self._work(owner, queue), name=owner)
         queue.put_nowait(decision)
 
-    async def start(self, owns: Callable[[str, str], bool]) -> None:
-        """Recover unfinished sagas of the connectors this worker owns; watch approvals."""
+    async def start(
+        self, owns: Callable[[str, str], bool], assigned: Awaitable[None] | None = None
+    ) -> None:
+        """Resume what earlier lives left unfinished; watch approvals.
+
+        First, at once, the sagas whose owner provably ended (`owner_is_dead`: a daemon killed
+        and restarted in place, same host or pod): the consumer group keeps a SIGKILLed member
+        for its whole session timeout (faust: 60 s) before it assigns anything, and the
+        connector that saga stopped must not stay STOPPED that long. Then, once `assigned` is
+        done (this worker owns its partitions of the events topic), the unfinished sagas of the
+        connectors it owns — never one this process runs already: its own owner identity is
+        unique to it — and the decisions that never got an outcome.
+        """
         await self.sagas.catch_up()
-        recovering = set()
+        recovering: set[str] = set()  # decision ids
+        taken: set[str] = set()  # saga keys
         for record in self.sagas.unfinished():
+            if owner_is_dead(record.owner):
+                log.warning(
+                    "saga %s: its owner %s has ended (its beacon is free); resuming it now",
+                    record.key,
+                    record.owner,
+                )
+                taken.add(record.key)
+                recovering.add(record.decision_id)
+                self._recovering.append(asyncio.create_task(self._recover(record)))
+        if assigned is not None:
+            await assigned
+            await self.sagas.catch_up()
+        for record in self.sagas.unfinished():
+            if record.key in taken or record.owner == self.owner:
+                continue  # resumed above, or started by this process since
             if owns(record.connect_cluster, record.connector):
                 recovering.add(record.decision_id)
                 self._recovering.append(asyncio.create_task(self._recover(record)))
@@ -223,9 +264,13 @@ class Remediator:
             self.metrics.breaker_open.labels(decision.connect_cluster, decision.connector).set(1)
             state = self.control.state
         failing: int | None = 0
+        failing_names: tuple[str, ...] = ()
         writes = set(decision.action_types) & WRITING_ACTIONS
         if cluster is not None and writes:  # a read: observe counts too, for its would_be
-            failing = await self._failing_connectors(cluster)
+            await self._settle(decision)
+            failing, failing_names = await self._failing_connectors(
+                decision.connect_cluster, cluster
+            )
         meta = await self._meta(decision, cluster)
         verdict = evaluate(
             decision,
@@ -237,8 +282,13 @@ class Remediator:
                 orchestrator=orchestrator,
                 failing_connectors=failing,
                 now_ms=self.now_ms(),
+                failing_names=failing_names,
+                scope=scope_of(self.settings, decision.connect_cluster, cluster),  # offsetd.scope
+                connector_labels=meta.labels if meta else None,
             ),
         )
+        if verdict.outcome == "suppressed_blast_radius":
+            self.metrics.blast_radius_holds.labels(decision.connect_cluster).inc()
         if verdict.permit is None or not verdict.proceed:
             if verdict.outcome == "awaiting_approval":
                 self._waiting_approval[decision.id] = decision
@@ -264,7 +314,7 @@ class Remediator:
     async def _meta(
         self, decision: Decision, cluster: ConnectCluster | None
     ) -> ConnectorMeta | None:
-        """The connector's class and type: from the cache, else read from Connect now.
+        """The connector's class, type and labels: from the cache, else read from Connect now.
 
         The cache fills from status records, which a daemon started after the connector's
         failure may not have read yet when the DLQ record decides: without this, the
@@ -272,7 +322,9 @@ class Remediator:
         """
         meta = self.meta(decision.connect_cluster, decision.connector)
         moves = set(decision.action_types) & OFFSET_ACTIONS
-        if meta is not None or cluster is None or not moves:
+        # a scope by labels needs them (offsetd.scope): read them rather than not act
+        labelled = bool(scope_of(self.settings, decision.connect_cluster, cluster).labels)
+        if meta is not None or cluster is None or not (moves or labelled):
             return meta
         try:
             info = await self._guard_read(
@@ -281,11 +333,15 @@ class Remediator:
         except OffsetdError as exc:
             log.warning("could not read %s's class: %s", decision.connector, exc)
             return None
-        return ConnectorMeta(connector_class=info.connector_class, connector_type=info.type)
+        return ConnectorMeta(
+            connector_class=info.connector_class,
+            connector_type=info.type,
+            labels=labels_of(info.config),
+        )
 
     async def _notify_only(self, decision: Decision, outcome: str) -> None:
         """A held-back decision still tells people when its rule says notify (not for dry runs)."""
-        if outcome in ("dry_run",) or decision.outcome == "suppressed":
+        if outcome in ("dry_run", "suppressed_out_of_scope") or decision.outcome == "suppressed":
             return
         for action in decision.actions:
             if action.type == "notify":
@@ -351,8 +407,22 @@ class Remediator:
             if pending.is_set():
                 return "suppressed_skip_pending", "a skip of this connector is planned", {}
             # onlyFailed: a retry after a lost answer restarts only what is still FAILED
-            state = await self._again("restart failed tasks", lambda: client.restart_failed(name))
-            return "executed", f"restarted failed tasks; now {state.state}", {}
+            tries = 0
+
+            async def restart() -> ConnectorState:
+                nonlocal tries
+                tries += 1
+                return await client.restart_failed(name)
+
+            state = await self._again("restart failed tasks", restart)
+            restarting = _restarting(state)
+            if not restarting and tries == 1:
+                # Connect answers 202 with every instance it restarts marked RESTARTING; none
+                # marked means nothing was FAILED any more (someone restarted it, or it healed).
+                return "not_needed", f"nothing to restart: {_states(state)}", {}
+            if not restarting:  # an earlier try may have restarted it and its answer was lost
+                return "executed", f"restart sent {tries} times; now {_states(state)}", {}
+            return "executed", f"restarted {', '.join(restarting)}", {}
         if kind == "pause":
             await self._again("pause", lambda: client.pause(name))
             return "executed", "paused", {}
@@ -450,7 +520,11 @@ class Remediator:
         calls: list[dict[str, Any]] = []
         async with self._client(cluster, calls) as client:
             ctx = self._skip_context(client, decision)
-            result = await SkipSaga(ctx, taken).run()
+            try:
+                result = await SkipSaga(ctx, taken).run()
+            except Superseded as exc:  # another worker took it over as well: it finishes it
+                log.warning("%s", exc)
+                return
         if decision is not None:
             outcome, message, extra = await self._skip_outcome(decision, result)
             extra["http_calls"] = calls
@@ -621,16 +695,45 @@ class Remediator:
         finally:
             await client.aclose()
 
-    async def _failing_connectors(self, cluster: ConnectCluster) -> int | None:
-        """Connectors with the connector or any task FAILED right now (the blast radius)."""
+    async def _settle(self, decision: Decision) -> None:
+        """Wait until `blast_radius.settle` after the decision's event: connectors failing
+        together report FAILED a moment apart, and the first decision must see them all."""
+        settle = self.settings.blast_radius.settle
+        wait_ms = min(decision.event_time_ms + settle - self.now_ms(), settle)
+        if wait_ms > 0:
+            await asyncio.sleep(wait_ms / 1000)
+
+    async def _failing_connectors(
+        self, name: str, cluster: ConnectCluster
+    ) -> tuple[int | None, tuple[str, ...]]:
+        """The blast radius's count: connectors of the cluster failing now (REST) or FAILED
+        within `blast_radius.within` (the status topic), and their names; None if unreadable."""
         try:
             expanded = await self._guard_read(
                 cluster, "count failing connectors", lambda c: c.statuses()
             )
         except OffsetdError as exc:
             log.warning("could not count failing connectors: %s", exc)
-            return None
-        return count_failing(expanded)
+            return None, ()
+        now, within = self.now_ms(), self.settings.blast_radius.within
+        samples: list[StatusSample] = []
+        if self.failures is not None:
+            read = self.failures
+            for attempt, delay in enumerate((*self.retry_delays_s, None)):
+                try:
+                    samples = await asyncio.to_thread(read, name, now - within)
+                    break
+                except OffsetdError as exc:
+                    if delay is None:
+                        log.warning("could not read recent failures of %s: %s", name, exc)
+                        return None, ()
+                    log.warning("could not read recent failures (%s); try %d", exc, attempt + 2)
+                    await asyncio.sleep(delay)
+        names = failing_within(
+            samples, now, within, existing=set(expanded), failing=failing_now(expanded)
+        )
+        self.metrics.blast_radius_failing.labels(name).set(len(names))
+        return len(names), tuple(sorted(names))
 
     async def _guard_read(
         self,
@@ -675,6 +778,11 @@ class Remediator:
             log.error("could not audit the outcome of %s (%s): %s", decision.id, outcome, exc)
         level = logging.WARNING if outcome in ("failed", "aborted") else logging.INFO
         log.log(level, "remediation %s: %s %s", decision.id, outcome, message)
+        if self.on_outcome is not None and decision.outcome == "planned":
+            try:
+                await self.on_outcome(decision, outcome, extra)
+            except Exception:  # the outcome is audited; the engine's limits then just expire
+                log.exception("could not report the outcome of %s to the engine", decision.id)
 
     async def _decision_of(self, record: SagaRecord) -> Decision | None:
         """The decision behind a saga, from the audit topic (it is written before any action)."""
@@ -717,6 +825,17 @@ async def call_again(
         await sleep(delays_s[attempt])
 
     return await retry_idempotent(call, len(delays_s) + 1, pause)
+
+
+def _restarting(state: ConnectorState) -> list[str]:
+    """The instances a restart answer marks RESTARTING: 'connector', 'task N'."""
+    found = ["connector"] if state.state == "RESTARTING" else []
+    return found + [f"task {t.id}" for t in state.tasks if t.state == "RESTARTING"]
+
+
+def _states(state: ConnectorState) -> str:
+    tasks = ", ".join(f"{t.id}={t.state}" for t in state.tasks) or "none"
+    return f"connector {state.state}, tasks {tasks}"
 
 
 def _failure_trigger(decision: Decision) -> bool:

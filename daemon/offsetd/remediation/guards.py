@@ -8,6 +8,11 @@ whatever its own code paths do.
 
 The guards, in the order they are checked, and why that order:
 
+0. scope -> `suppressed_out_of_scope`: the connector is not in this deployment's scope
+   (`offsetd.scope`), or the scope needs its labels and they are not known. First, and for
+   every decision (notify-only and observe too): nothing about a connector another deployment
+   owns is ours to do or to tell. The daemon drops such connectors' events before the rules;
+   this is the defence in depth before any call.
 1. engine: the engine already suppressed it (disabled, inhibited, cooldown, rule budget); those
    say the most about the rule and come first so the audit keeps the engine's reason.
 2. mode observe -> `dry_run`. The other guards are still evaluated and their verdict is reported
@@ -19,8 +24,11 @@ The guards, in the order they are checked, and why that order:
 6. breaker -> `breaker_open`: a skip did not help before; a person must reset it.
 7. allowlist -> `refused_not_allowed`: offsets are moved (skip-record, rewind) only for classes
    whose offsets Connect owns (`sink` = any sink, plus named classes).
-8. blast radius -> `suppressed_blast_radius`: more than `max_failing_connectors` failing on the
-   Connect cluster (or a count we could not read) is an outage, not a poison record.
+8. blast radius -> `suppressed_blast_radius`: more than `max_failing_connectors` connectors of
+   the Connect cluster that are failing now or went FAILED within `blast_radius.within` (or a
+   count we could not read) is an outage, not a poison record. A window, not the count now:
+   while failing connectors are being restarted, and between a DLQ record and its FAILED
+   status, the count now is lowest exactly when many fail at once (`failing_within`).
 9. skip budget -> `suppressed_budget`: at most `skip_budget.max` skips per connector per
    `skip_budget.per`, counted from the durable history, across rules.
 10. approval (mode approve) -> `awaiting_approval` until approved; `rejected` once rejected.
@@ -32,7 +40,7 @@ because telling people is what should still happen during an outage or a pause.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from typing import Any, Literal
@@ -40,16 +48,21 @@ from typing import Any, Literal
 from offsetd.config import RemediationSettings
 from offsetd.engine.decide import Decision
 from offsetd.remediation.control import ControlRecord, ControlState, breaker_record
+from offsetd.scope import Scope
 
 __all__ = [
     "OFFSET_ACTIONS",
     "PROCEED",
     "WRITING_ACTIONS",
     "GuardContext",
+    "StatusSample",
     "Verdict",
     "WritePermit",
     "class_allowed",
+    "count_failing",
     "evaluate",
+    "failing_now",
+    "failing_within",
     "open_breaker_if_recent_skip",
 ]
 
@@ -62,6 +75,7 @@ WRITING_ACTIONS = frozenset(
 OFFSET_ACTIONS = frozenset({"skip-record", "rewind"})
 
 Guard = Literal[
+    "scope",
     "engine",
     "mode",
     "strimzi",
@@ -104,9 +118,10 @@ _TOKEN = object()
 class GuardContext:
     """What the guards look at, read by the executor at execution time.
 
-    `failing_connectors`: connectors with the connector or a task FAILED on this Connect
-    cluster, from `GET /connectors?expand=status` now; None if it could not be read (then the
-    blast-radius gate holds). `connector_type` is Connect's `sink` / `source` / `unknown`.
+    `failing_connectors`: connectors of this Connect cluster failing now or FAILED within
+    `blast_radius.within` (`failing_within`); None if it could not be read (then the
+    blast-radius gate holds); `failing_names` names them for the audit. `connector_type` is
+    Connect's `sink` / `source` / `unknown`.
     """
 
     settings: RemediationSettings
@@ -116,6 +131,11 @@ class GuardContext:
     orchestrator: str
     failing_connectors: int | None
     now_ms: int
+    failing_names: tuple[str, ...] = ()
+    # offsetd.scope: the Connect cluster's effective scope (None: `settings.scope`) and the
+    # connector's labels (None: not known, which a scope by labels does not act on).
+    scope: Scope | None = None
+    connector_labels: Mapping[str, str] | None = None
 
 
 @dataclass(frozen=True)
@@ -135,6 +155,10 @@ class Verdict:
 
 def evaluate(decision: Decision, ctx: GuardContext) -> Verdict:
     """The verdict for `decision` now (see the module docstring for the order)."""
+    scope = ctx.scope or Scope.of(ctx.settings.scope, "remediation.scope")
+    owned = scope.check(decision.connector, ctx.connector_labels)
+    if owned.in_scope is not True:
+        return Verdict("suppressed_out_of_scope", "scope", f"not acting: {owned.detail}")
     if decision.outcome == "suppressed":
         outcome = _ENGINE_OUTCOMES.get(decision.reason or "", "suppressed_disabled")
         why = decision.detail or f"suppressed by the engine ({decision.reason})"
@@ -234,11 +258,15 @@ def _protective(decision: Decision, ctx: GuardContext) -> Verdict | None:
             f"could not count failing connectors on {cluster}: acting on none",
         )
     if ctx.failing_connectors > limit:
+        names = ctx.failing_names
+        shown = ", ".join(names[:10]) + (f" and {len(names) - 10} more" if len(names) > 10 else "")
+        within = settings.blast_radius.within // 1000
         return Verdict(
             "suppressed_blast_radius",
             "blast_radius",
-            f"{ctx.failing_connectors} connectors failing on {cluster} (limit {limit}): "
-            "an outage, not a poison record; acting on none",
+            f"{ctx.failing_connectors} connectors failing on {cluster} now or within the last "
+            f"{within} s (limit {limit}){': ' + shown if shown else ''}: an outage, not a poison "
+            "record; acting on none",
         )
     if "skip-record" in actions:
         budget = settings.skip_budget
@@ -254,15 +282,52 @@ def _protective(decision: Decision, ctx: GuardContext) -> Verdict | None:
 
 
 def count_failing(expanded: Mapping[str, Any]) -> int:
-    """Connectors with the connector or any task FAILED, from `GET /connectors?expand=status`
-    (the blast radius's input)."""
-    count = 0
-    for entry in expanded.values():
+    """Connectors with the connector or any task FAILED, from `GET /connectors?expand=status`."""
+    return len(failing_now(expanded))
+
+
+def failing_now(expanded: Mapping[str, Any]) -> set[str]:
+    """The connectors with the connector or any task FAILED in `GET /connectors?expand=status`."""
+    names: set[str] = set()
+    for name, entry in expanded.items():
         status = entry.get("status") or {}
         states = [status.get("connector", {}).get("state")]
         states += [t.get("state") for t in status.get("tasks", [])]
-        count += "FAILED" in states
-    return count
+        if "FAILED" in states:
+            names.add(str(name))
+    return names
+
+
+@dataclass(frozen=True)
+class StatusSample:
+    """One connector or task status record: whose, which state (None: a tombstone), when."""
+
+    connector: str
+    state: str | None
+    time_ms: int
+
+
+def failing_within(
+    samples: Iterable[StatusSample],
+    now_ms: int,
+    within_ms: int,
+    *,
+    existing: Collection[str],
+    failing: Iterable[str] = (),
+) -> set[str]:
+    """The connectors the blast radius counts: failing now (`failing`, from REST), or with a
+    FAILED status record in the last `within_ms` — among the connectors that still exist
+    (`existing`: a deleted connector's old failures are no outage of this cluster).
+
+    A connector counts once however often it failed: one connector failing in a loop is a
+    poison record, many connectors failing are an outage.
+    """
+    since = now_ms - within_ms
+    names = {name for name in failing if name in existing}
+    for sample in samples:
+        if sample.state == "FAILED" and sample.time_ms >= since and sample.connector in existing:
+            names.add(sample.connector)
+    return names
 
 
 def class_allowed(

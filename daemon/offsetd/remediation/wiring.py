@@ -20,21 +20,28 @@ from offsetd.offsets.snapshots import KafkaSnapshotStore, SnapshotStore
 from offsetd.remediation.checks import RecordCheck
 from offsetd.remediation.control import ControlStore
 from offsetd.remediation.executor import Remediator
+from offsetd.remediation.failure_window import read_status_since
+from offsetd.remediation.guards import StatusSample
 from offsetd.remediation.locate import Located, locate
 from offsetd.remediation.quarantine import SagaQuarantine
 from offsetd.remediation.rewind import RewindRunner
-from offsetd.remediation.sagas import SagaRecord, SagaStore, locate_key
+from offsetd.remediation.sagas import SagaRecord, SagaStore, hold_beacon, locate_key
 
 CHECK = TypeAdapter[Any](RecordCheck)
 
 
 def worker_identity() -> str:
-    """Who acts, for the audit and the saga records: user@host/pid."""
+    """Who acts, for the audit and the saga records: `user@host/pid#nonce on <boot>/net:[n]`.
+
+    One identity per process, never reused: a restarted container keeps its hostname and often
+    PID 1. The tag names this process's liveness beacon (`sagas.hold_beacon`), by which a
+    restarted daemon proves the owner of an unfinished saga dead and resumes it at once.
+    """
     try:
         user = getpass.getuser()
     except (KeyError, OSError):
         user = "unknown"
-    return f"{user}@{socket.gethostname()}/{os.getpid()}"
+    return f"{user}@{socket.gethostname()}/{os.getpid()}{hold_beacon()}"
 
 
 class SagaLocator:
@@ -153,6 +160,12 @@ def build_remediator(
         result: ConnectorMeta | None = meta.get(connect_cluster, connector)
         return result
 
+    def failures(connect_cluster: str, since_ms: int) -> list[StatusSample]:
+        """The Connect cluster's status records since `since_ms` (the blast radius's window)."""
+        cluster = connect[connect_cluster]
+        conf = settings.kafka_clusters[cluster.kafka_cluster].client_config()
+        return read_status_since(conf, cluster.status_topic, since_ms)
+
     return Remediator(
         settings=remediation,
         connect=connect,
@@ -166,6 +179,7 @@ def build_remediator(
         meta=meta_of,
         owner=owner,
         rewind=RewindRunner(settings, owner=owner),
+        failures=failures,
     )
 
 

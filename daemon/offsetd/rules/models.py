@@ -12,7 +12,8 @@ Name patterns are globs (`orders-*`) unless written as `{regex: ...}`; a list me
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Annotated, Any, Literal, Self, TypeAlias
 from urllib.parse import urlsplit
@@ -69,10 +70,15 @@ __all__ = [
 
 @dataclass(frozen=True, slots=True)
 class ConnectorMeta:
-    """What the REST cache knows about a connector: its class and `sink` or `source`."""
+    """What the REST cache knows about a connector: its class and `sink` or `source`.
+
+    `labels`: its `offsetd.label.<key>` config entries (`offsetd.scope`); None: not read.
+    Not part of equality: two reads of one connector are the same metadata.
+    """
 
     connector_class: str
     connector_type: str
+    labels: Mapping[str, str] | None = field(default=None, compare=False)
 
 
 # -- durations ----------------------------------------------------------------------------------
