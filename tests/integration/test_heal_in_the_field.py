@@ -46,6 +46,7 @@ from tests.integration.test_guardrails import (
     wait_committed,
     wait_failed,
 )
+from tests.integration.test_skip_without_dlq import config_of
 
 pytestmark = pytest.mark.integration
 REPO = Path(__file__).resolve().parents[2]
@@ -101,13 +102,6 @@ def wait_skip(setup: Setup, connector: str, timeout_s: float) -> dict[str, Any]:
         (r["rule"], r["outcome"], r["message"]) for r in setup.outcomes(connector)
     ]
     return found
-
-
-def config_of(connect: ConnectClient, name: str) -> dict[str, str]:
-    response = connect.http.get(connect.path(name, "/config"))
-    assert response.status_code == 200, response.text
-    result: dict[str, str] = response.json()
-    return result
 
 
 def test_a_poison_record_mid_batch_is_healed_with_and_without_a_dlq_by_the_shipped_rules(
