@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import socket
 import stat
 from pathlib import Path
 
@@ -12,6 +13,7 @@ from offsetd.config import Settings
 from offsetd.devstack import jars, kafka, mm2
 from offsetd.devstack.connect import WorkerGroup
 from offsetd.devstack.errors import DevStackError
+from offsetd.devstack.ports import check_bindable, free_ports
 from offsetd.devstack.stack import StackInfo
 
 
@@ -94,3 +96,23 @@ def test_missing_maven_names_the_tool(tmp_path: Path, monkeypatch: pytest.Monkey
     monkeypatch.setenv("OFFSETD_JAR_CACHE", str(tmp_path / "cache"))
     with pytest.raises(DevStackError, match="mvn was not found on PATH: install Apache Maven"):
         jars.ensure_kafka_jars()
+
+
+def test_every_taken_port_of_a_block_is_named_at_once() -> None:
+    with socket.socket() as first, socket.socket() as second:
+        for holder in (first, second):
+            holder.bind(("127.0.0.1", 0))
+            holder.listen()
+        taken = [first.getsockname()[1], second.getsockname()[1]]
+        free = free_ports(1)
+        with pytest.raises(DevStackError) as caught:
+            check_bindable([taken[0], *free, taken[1]])
+    message = str(caught.value)
+    assert f"{taken[0]} (" in message
+    assert f"{taken[1]} (" in message
+    assert str(free[0]) not in message
+    assert message.endswith("stop what holds them or choose another --base-port")
+
+
+def test_a_free_block_passes() -> None:
+    check_bindable(free_ports(3))

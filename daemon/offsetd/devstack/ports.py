@@ -22,14 +22,25 @@ def free_ports(count: int) -> list[int]:
 
 
 def check_bindable(ports: list[int]) -> None:
-    """Fail before anything starts if a requested port is taken."""
+    """Fail before anything starts if a requested port is taken, naming every taken one.
+
+    All are named at once: other programs on a shared machine may hold more than one port of
+    the block, and a user fixing them one failed start at a time would be sent round in circles.
+    """
+    taken: list[tuple[int, str]] = []
     for port in ports:
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             try:
                 sock.bind((HOST, port))
             except OSError as exc:
-                raise DevStackError(
-                    f"port {port} on {HOST} cannot be bound ({exc.strerror}); "
-                    "stop what holds it or choose another --base-port"
-                ) from exc
+                taken.append((port, exc.strerror or type(exc).__name__))
+    if not taken:
+        return
+    if len(taken) == 1:
+        port, reason = taken[0]
+        what = f"port {port} on {HOST} cannot be bound ({reason}); stop what holds it"
+    else:
+        named = ", ".join(f"{port} ({reason})" for port, reason in taken)
+        what = f"ports on {HOST} cannot be bound: {named}; stop what holds them"
+    raise DevStackError(f"{what} or choose another --base-port")
