@@ -38,8 +38,8 @@ from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
 from offsetd.config import SparkSettings
+from offsetd.offsets.rewind_plan import Mode, PartitionRange, PartitionScan, decide
 from offsetd.spark import scan
-from offsetd.spark.plan import Mode, PartitionRange, PartitionScan, decide
 from offsetd.spark.session import start_session
 
 REPO = Path(__file__).resolve().parents[1]

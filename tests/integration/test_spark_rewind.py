@@ -26,10 +26,10 @@ import pytest
 from confluent_kafka import KafkaError, Message, Producer
 
 from offsetd.config import SparkSettings
+from offsetd.offsets.rewind_plan import PartitionRange, load_plan, summary_path
 from offsetd.remediation.quarantine import read_quarantined
 from offsetd.spark import scan
 from offsetd.spark.jars import ensure_spark_kafka_jars
-from offsetd.spark.plan import PartitionRange, load_plan, summary_path
 from offsetd.spark.session import start_session
 from tests.integration.cliutil import offsetd
 from tests.integration.conftest import REPO
@@ -213,7 +213,7 @@ def test_spark_submit_runs_the_same_job(
     jars = ",".join(str(p) for p in ensure_spark_kafka_jars(pyspark.__version__))
     venv_bin = Path(sys.executable).parent
     command = [str(venv_bin / "spark-submit"), "--master", "local[1]", "--jars", jars]
-    command += [str(REPO / "daemon" / "offsetd" / "spark" / "__main__.py")]
+    command += [str(REPO / "daemon" / "offsetd" / "cli" / "spark_submit.py")]
     command += ["--config", str(offsetd_yaml), "--connector", name, "--out", str(by_submit)]
     command += _with_schema("--mode", "first-match")
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}

@@ -14,6 +14,19 @@ from offsetd.engine import Decision
 from offsetd.errors import InvalidDocument
 from offsetd.offsets.model import ConnectorKind, OffsetEntry, sink_partition
 from offsetd.offsets.operations import OffsetsService, Plan
+from offsetd.offsets.rewind_plan import (
+    PLAN_FORMAT,
+    Mode,
+    PartitionRange,
+    PartitionScan,
+    Request,
+    RewindPlan,
+    build_plan,
+    decide,
+    document_hash,
+    load_plan,
+    write_plan,
+)
 from offsetd.remediation.quarantine import QuarantineFailed
 from offsetd.remediation.rewind import (
     REWIND_STEPS,
@@ -27,20 +40,7 @@ from offsetd.remediation.rewind import (
     rewind_spec,
 )
 from offsetd.remediation.sagas import SagaRecord, SagaStore
-from offsetd.spark.plan import (
-    PLAN_FORMAT,
-    Mode,
-    PartitionRange,
-    PartitionScan,
-    Request,
-    RewindPlan,
-    build_plan,
-    decide,
-    document_hash,
-    load_plan,
-    write_plan,
-)
-from offsetd.spark.skiprun import CopyResult, SkipRunJob
+from offsetd.remediation.skiprun import CopyResult, SkipRunJob
 
 T = 1_795_000_000_000  # a time in epoch ms
 

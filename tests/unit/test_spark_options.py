@@ -9,9 +9,9 @@ import pyspark
 import pytest
 
 from offsetd.config import Settings, SparkSettings
+from offsetd.offsets.rewind_plan import PartitionRange
 from offsetd.spark import jars
 from offsetd.spark.errors import SparkJobFailed
-from offsetd.spark.plan import PartitionRange
 from offsetd.spark.scan import kafka_options, source_options
 from offsetd.spark.session import jvm_start_settings, session_conf
 

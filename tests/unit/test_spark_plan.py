@@ -10,8 +10,7 @@ import pytest
 from offsetd.errors import InvalidDocument
 from offsetd.offsets import documents
 from offsetd.offsets.model import ConnectorKind
-from offsetd.spark.errors import SkipRunRefused
-from offsetd.spark.plan import (
+from offsetd.offsets.rewind_plan import (
     Mode,
     PartitionRange,
     PartitionScan,
@@ -23,6 +22,7 @@ from offsetd.spark.plan import (
     summary_path,
     write_plan,
 )
+from offsetd.spark.errors import SkipRunRefused
 
 
 def scan_of(partition: int, offsets: list[int], matching: set[int]) -> PartitionScan:

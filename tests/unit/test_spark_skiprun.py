@@ -11,9 +11,7 @@ import pytest
 
 from offsetd.errors import InvalidDocument
 from offsetd.offsets.model import ConnectorKind, OffsetEntry, sink_partition
-from offsetd.remediation.checks import TIMESTAMP_CREATE_TIME, KafkaRecord
-from offsetd.remediation.quarantine import H_SAGA_KEY, QuarantineFailed, _decoded
-from offsetd.spark.plan import (
+from offsetd.offsets.rewind_plan import (
     Mode,
     PartitionRange,
     Request,
@@ -23,7 +21,9 @@ from offsetd.spark.plan import (
     summary_path,
     write_plan,
 )
-from offsetd.spark.skiprun import (
+from offsetd.remediation.checks import TIMESTAMP_CREATE_TIME, KafkaRecord
+from offsetd.remediation.quarantine import H_SAGA_KEY, QuarantineFailed, _decoded
+from offsetd.remediation.skiprun import (
     RunCopier,
     SkipRunJob,
     check_positions,

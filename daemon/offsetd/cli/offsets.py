@@ -29,7 +29,7 @@ from offsetd.offsets.retarget import Selection, target_patch
 from offsetd.offsets.targets import Target as OffsetTarget
 from offsetd.offsets.targets import TargetKind, parse_timestamp
 from offsetd.remediation.quarantine import QuarantineFailed
-from offsetd.spark.skiprun import (
+from offsetd.remediation.skiprun import (
     SkipRunJob,
     check_positions,
     copier_for,

@@ -17,9 +17,9 @@ from offsetd.cli.common import Target, connect_options, reports_errors, resolve_
 from offsetd.cli.output import emit_json
 from offsetd.config import SparkSettings
 from offsetd.errors import InvalidDocument
+from offsetd.offsets.rewind_plan import Mode, render_summary, write_plan
 from offsetd.offsets.targets import parse_timestamp
 from offsetd.spark.errors import SparkJobFailed
-from offsetd.spark.plan import Mode, render_summary, write_plan
 
 
 @click.group()

@@ -1,14 +1,11 @@
-"""Fetch the pinned Apache Kafka jars from Maven Central with `mvn`, into a cache outside git.
+"""The pinned Apache Kafka jars of the local stack, and the Java that runs them.
 
-The pom in `deploy/local/maven/` pins every version; the maven-dependency-plugin is pinned too
-(an unpinned `dependency:` goal resolves an old plugin from Maven's super-POM). A finished copy is
-marked with the pom's hash, so a changed pom gets a fresh directory and a half-finished copy is
-never used.
+The pom in `deploy/local/maven/` pins every version; `offsetd.jarcache` copies them with `mvn`
+into a cache outside git.
 """
 
 from __future__ import annotations
 
-import hashlib
 import os
 import shutil
 import subprocess
@@ -16,10 +13,19 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from offsetd.devstack.errors import DevStackError
+from offsetd.jarcache import JarFetchError, cache_root, ensure_copied
 
-DEPENDENCY_PLUGIN = "org.apache.maven.plugins:maven-dependency-plugin:3.8.1"
+__all__ = [
+    "POM_RELATIVE",
+    "cache_root",
+    "ensure_kafka_jars",
+    "find_pom",
+    "java_executable",
+    "kafka_version",
+    "require_tool",
+]
+
 POM_RELATIVE = Path("deploy/local/maven/pom.xml")
-_MARKER = ".complete"
 _POM_NS = {"m": "http://maven.apache.org/POM/4.0.0"}
 
 
@@ -44,14 +50,6 @@ def kafka_version(pom: Path) -> str:
     if node is None or not node.text:
         raise DevStackError(f"{pom} has no <kafka.version> property")
     return node.text.strip()
-
-
-def cache_root() -> Path:
-    env = os.environ.get("OFFSETD_JAR_CACHE")
-    if env:
-        return Path(env)
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    return (Path(xdg) if xdg else Path.home() / ".cache") / "offsetd" / "jars"
 
 
 def require_tool(name: str, install_hint: str) -> str:
@@ -89,41 +87,7 @@ def java_executable() -> str:
 def ensure_kafka_jars(pom: Path | None = None) -> Path:
     """Return a directory holding every jar of the stack, fetching it with mvn when needed."""
     pom = pom or find_pom()
-    return ensure_copied(pom, f"kafka-{kafka_version(pom)}", "the Kafka jars")
-
-
-def ensure_copied(pom: Path, name: str, what: str, root: Path | None = None) -> Path:
-    """The runtime jars of `pom` in `<root>/<name>-<pom hash>`, copied with mvn the first time.
-
-    The copy goes to a `.partial` folder renamed once complete (with a marker), so a copy
-    interrupted half-way is never used. Errors name `what` (e.g. "the Kafka jars")."""
-    digest = hashlib.sha256(pom.read_bytes()).hexdigest()[:12]
-    target = (root or cache_root()) / f"{name}-{digest}"
-    if (target / _MARKER).is_file():
-        return target
-    mvn = require_tool("mvn", "install Apache Maven (e.g. apt-get install maven)")
-    staging = target.with_name(target.name + ".partial")
-    shutil.rmtree(staging, ignore_errors=True)
-    staging.mkdir(parents=True)
-    cmd = [
-        mvn,
-        "-B",
-        "-q",
-        "-f",
-        str(pom),
-        f"{DEPENDENCY_PLUGIN}:copy-dependencies",
-        "-DincludeScope=runtime",
-        f"-DoutputDirectory={staging}",
-    ]
-    result = subprocess.run(cmd, capture_output=True, text=True, check=False)
-    if result.returncode != 0:
-        shutil.rmtree(staging, ignore_errors=True)
-        tail = " | ".join((result.stdout + result.stderr).strip().splitlines()[-3:])
-        raise DevStackError(
-            f"mvn could not fetch {what} from Maven Central (exit {result.returncode}); "
-            f"check network access to Maven Central and retry: {tail}"
-        )
-    (staging / _MARKER).write_text(digest)
-    shutil.rmtree(target, ignore_errors=True)
-    staging.rename(target)
-    return target
+    try:
+        return ensure_copied(pom, f"kafka-{kafka_version(pom)}", "the Kafka jars")
+    except JarFetchError as exc:  # same message, the stack's exit code
+        raise DevStackError(str(exc)) from exc

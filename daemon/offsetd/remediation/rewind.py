@@ -2,10 +2,11 @@
 
 The target is resolved by the offsets toolkit, never here: a time by one batched ListOffsets
 (`offsetd.offsets.retarget.target_patch`, exactly what `offsetd offsets alter --to-timestamp`
-does), a plan file by `offsetd.spark.plan.load_plan` (what `offsetd rewind plan` wrote, its hash
-checked). The change itself goes through `OffsetsService`'s steps — snapshot (the undo id),
-stop, wait STOPPED with no tasks, write, read back, restore the prior state — the same steps
-the skip saga uses, so `offsetd offsets undo <id>` works for a rewind like for any change.
+does), a plan file by `offsetd.offsets.rewind_plan.load_plan` (what `offsetd rewind plan`
+wrote, its hash checked). The change itself goes through `OffsetsService`'s steps — snapshot
+(the undo id), stop, wait STOPPED with no tasks, write, read back, restore the prior state —
+the same steps the skip saga uses, so `offsetd offsets undo <id>` works for a rewind like
+for any change.
 
 Why not `OffsetsService.execute` in one go: a PATCH reply that only the framework-managed
 offsets changed must leave the connector STOPPED (the rewind is unverified), and `execute`
@@ -34,12 +35,12 @@ from offsetd.offsets.location import resolve_location, worker_view
 from offsetd.offsets.model import ConnectorKind, OffsetEntry, entries_from_json, same_offsets
 from offsetd.offsets.operations import OffsetsService, Outcome, Plan
 from offsetd.offsets.retarget import Selection, target_patch
+from offsetd.offsets.rewind_plan import load_plan  # plain JSON: reading a plan needs no pyspark
 from offsetd.offsets.snapshots import Snapshot
 from offsetd.offsets.targets import Target, TargetKind, parse_timestamp
 from offsetd.remediation import faults
 from offsetd.remediation.sagas import SagaRecord, SagaStore, Status
-from offsetd.spark.plan import load_plan  # plain JSON: reading a plan needs no pyspark
-from offsetd.spark.skiprun import (
+from offsetd.remediation.skiprun import (
     CopyResult,
     RunCopier,
     SkipRunJob,

@@ -8,16 +8,18 @@ ordinary offsets document that `offsetd offsets import` (or the daemon's `rewind
 
 Modules, one concern each:
 
-- `plan`: the pure part — ranges, per-partition results, modes, the document and its summary;
 - `jars`: spark-sql-kafka for local runs, fetched with `mvn` into its own cache folder;
 - `session`: the SparkSession (master and conf from offsetd.yaml, secrets never in its conf);
 - `predicate`: the predicate checked by Spark's own parser and analyzer;
 - `scan`: the Kafka source over the ranges, the predicate, the per-partition aggregation;
 - `progress`: stages, records scanned and rate while the job runs;
 - `resolve`: which partitions and ranges (Connect REST and ListOffsets, no Spark);
-- `job`: the whole run, shared by the CLI and `spark-submit` (`__main__`);
-- `skiprun`: applying a skip-run plan — its runs copied to the quarantine topic before the patch.
+- `job`: the whole run, shared by the CLI and `spark-submit` (`offsetd.cli.spark_submit`);
+- `errors`: the errors of a rewind plan, each with its exit code.
 
-Only `session`, `predicate`, `scan`, `progress` and `job` import pyspark, so the CLI can import
-`plan` and `skiprun` (and the daemon `load_plan`) without the `spark` extra installed.
+What needs no Spark lives below this package, so the CLI and the daemon use it without the
+`spark` extra installed: the plan itself (ranges, modes, the document and its summary) is
+`offsetd.offsets.rewind_plan`, and applying a skip-run plan (its runs copied to the quarantine
+topic before the patch) is `offsetd.remediation.skiprun`. This package imports them, never the
+other way round, and pyspark is imported nowhere else.
 """

@@ -1,8 +1,8 @@
 """spark-sql-kafka for local Spark runs, fetched with `mvn` into its own cache folder.
 
 The pom in `deploy/local/spark/` pins the connector and names the pyspark it serves; the copy
-uses the same pinned maven-dependency-plugin as the Kafka jars (`offsetd.devstack.jars`) and the
-same marker scheme (a finished folder is named after the pom's hash, a half copy is never used).
+is made by `offsetd.jarcache`, as for the Kafka jars of the local stack (a finished folder is
+named after the pom's hash, a half copy is never used).
 It lives beside the Kafka 4.x jars, never inside them: Spark's Kafka source brings its own
 kafka-clients 3.9.x, which must not meet the broker's 4.x jars on one classpath.
 
@@ -14,8 +14,7 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from offsetd.devstack.errors import DevStackError
-from offsetd.devstack.jars import cache_root, ensure_copied
+from offsetd.jarcache import JarFetchError, cache_root, ensure_copied
 from offsetd.spark.errors import SparkJobFailed
 
 POM_RELATIVE = Path("deploy/local/spark/pom.xml")
@@ -71,7 +70,7 @@ def ensure_spark_kafka_jars(pyspark_version: str, pom: Path | None = None) -> li
     name = f"spark-kafka-{pom_property(pom, 'spark.kafka.version')}"
     try:
         target = ensure_copied(pom, name, "Spark's Kafka source", root=spark_jars_dir())
-    except DevStackError as exc:  # same message, this command's exit code
+    except JarFetchError as exc:  # same message, this command's exit code
         raise SparkJobFailed(str(exc)) from exc
     return sorted(target.glob("*.jar"))
 

@@ -21,9 +21,9 @@ from pyspark.errors import PySparkException
 from pyspark.sql import DataFrame, SparkSession
 
 from offsetd.config import SparkSettings
+from offsetd.offsets.rewind_plan import Mode, PartitionScan, Request, RewindPlan, build_plan, decide
 from offsetd.spark import predicate, scan
 from offsetd.spark.errors import NothingToRewind, SparkJobFailed
-from offsetd.spark.plan import Mode, PartitionScan, Request, RewindPlan, build_plan, decide
 from offsetd.spark.progress import ScanProgress
 from offsetd.spark.resolve import Resolved
 from offsetd.spark.session import start_session

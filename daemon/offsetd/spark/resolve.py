@@ -23,8 +23,8 @@ from offsetd.errors import InvalidDocument
 from offsetd.offsets import targets
 from offsetd.offsets.location import WorkerView, resolve_location
 from offsetd.offsets.model import ConnectorKind, connector_kind, next_offset_of
+from offsetd.offsets.rewind_plan import Mode, PartitionRange
 from offsetd.offsets.targets import Positions, Target, TargetKind, TopicPartitionKey
-from offsetd.spark.plan import Mode, PartitionRange
 
 MM2_DEFAULT_EXCLUDE = r"mm2.*\.internal, .*\.replica, __.*"
 

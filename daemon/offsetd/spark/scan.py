@@ -23,8 +23,8 @@ from collections.abc import Mapping, Sequence
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from offsetd.offsets.rewind_plan import PartitionRange, PartitionScan
 from offsetd.spark.errors import SparkJobFailed
-from offsetd.spark.plan import PartitionRange, PartitionScan
 
 CORRUPT_FIELD = "_offsetd_corrupt_record"
 KAFKA_SCHEMA = (

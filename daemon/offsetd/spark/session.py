@@ -132,3 +132,10 @@ def start_session(
     for name in ("DataFrameQueryContextLogger", "SQLQueryContextLogger"):
         logging.getLogger(name).disabled = True
     return spark
+
+
+def stop_active_session() -> None:
+    """Stop the session a job left running (the spark-submit entry point, on its way out)."""
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        active.stop()

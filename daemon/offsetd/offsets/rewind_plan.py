@@ -23,13 +23,21 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from offsetd.errors import InvalidDocument
+from offsetd.errors import InvalidDocument, OffsetdError
 from offsetd.offsets import documents
 from offsetd.offsets.model import ConnectorKind, OffsetEntry, offset_for_next
 from offsetd.offsets.targets import partition_map_for
-from offsetd.spark.errors import SkipRunRefused
 
 PLAN_FORMAT = "offsetd.rewind-plan/1"
+
+
+class SkipRunRefused(OffsetdError):
+    """skip-run's matches are not one run from the committed offset (exit 26).
+
+    It lives with the plan that decides it; `offsetd.spark.errors` hands it on with the
+    other errors of a rewind plan."""
+
+    exit_code = 26
 
 
 class Mode(enum.StrEnum):

@@ -36,6 +36,7 @@ from offsetd.connect.client import ConnectClient
 from offsetd.errors import ConfigError, InvalidDocument, OffsetdError
 from offsetd.offsets.location import WorkerView, resolve_location
 from offsetd.offsets.model import ConnectorKind, OffsetEntry, next_offset_of, topic_partition_of
+from offsetd.offsets.rewind_plan import PLAN_FORMAT, Mode, RewindPlan, load_plan, summary_path
 from offsetd.remediation.checks import (
     TIMESTAMP_CREATE_TIME,
     TIMESTAMP_LOG_APPEND_TIME,
@@ -55,7 +56,6 @@ from offsetd.remediation.quarantine import (
     context_headers,
     durable_producer,
 )
-from offsetd.spark.plan import PLAN_FORMAT, Mode, RewindPlan, load_plan, summary_path
 
 __all__ = [
     "CopyResult",

@@ -2,26 +2,27 @@
 
     spark-submit --master yarn --py-files offsetd.zip \\
       --packages org.apache.spark:spark-sql-kafka-0-10_2.13:<spark version> \\
-      daemon/offsetd/spark/__main__.py --config offsetd.yaml --connector orders-sink \\
+      daemon/offsetd/cli/spark_submit.py --config offsetd.yaml --connector orders-sink \\
       --predicate 'value.order_id > 1000' --value-schema 'order_id INT' --out plan.json
 
-`python -m offsetd.spark ...` works too. The session is stopped on the way out.
+`python -m offsetd.cli.spark_submit ...` works too. The session is stopped on the way out. It
+lives with the CLI because it is one: the Spark package computes plans and never imports the
+command line.
 """
 
 from __future__ import annotations
 
-from pyspark.sql import SparkSession
-
 from offsetd.cli.rewind import plan
+from offsetd.spark.session import stop_active_session
+
+__all__ = ["main"]
 
 
 def main() -> None:
     try:
         plan(prog_name="offsetd-rewind-plan")
     finally:
-        active = SparkSession.getActiveSession()
-        if active is not None:
-            active.stop()
+        stop_active_session()
 
 
 if __name__ == "__main__":
