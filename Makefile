@@ -10,6 +10,7 @@ install:
 lint: install
 	$(VENV)/ruff check $(PY_SOURCES)
 	$(VENV)/ruff format --check $(PY_SOURCES)
+	PYTHONPATH=daemon $(VENV)/lint-imports --no-cache
 
 types: install
 	$(VENV)/mypy
