@@ -17,13 +17,16 @@ script may want to tell apart has its own code::
     ├── ConnectorStateRefused   exit 10  the connector is FAILED/UNASSIGNED: nothing was touched
     ├── StrimziManaged          exit 11  the cluster is run by Strimzi: change offsets via its CRs
     ├── ConnectUnavailable      exit 12  Connect could not be reached or refused us
-    ├── ChangeIncomplete        exit 13  a change failed past the stop step (state is reported);
-    │                                    offline: OfflineWriteIncomplete (offsets.offline_plan)
-    ├── OfflineRefused          exit 14  offline writes while workers run (offsetd.offsets.offline)
+    ├── ChangeIncomplete        exit 13  a change failed past the stop step (state is reported)
+    ├── OfflineError            exit 1   an offline read or write failed (offsetd.offsets, offline)
+    │   ├── OfflineRefused      exit 14  offline writes while workers run
+    │   └── OfflineWriteIncomplete exit 13  some records of an offline write may be written: the
+    │                                    code of ChangeIncomplete, for the same situation
     ├── UndoConflict            exit 15  offsets moved since the change being undone
-    ├── SnapshotNotFound        exit 16  no snapshot with that id (offsetd.offsets.snapshots)
     ├── TargetOutOfRange        exit 17  a target lies outside a partition's log
-    ├── SnapshotStoreError      exit 18  the snapshot store is unusable or a snapshot is corrupt
+    ├── SnapshotStoreError      exit 18  the snapshot store is unusable (offsetd.offsets.snapshots)
+    │   ├── SnapshotNotFound    exit 16  no snapshot with that id
+    │   └── SnapshotCorrupt     exit 18  a stored snapshot cannot be read back intact
     ├── AuditError              exit 19  a decision was not acknowledged by the audit topic
     ├── ClusterMismatch         exit 20  a Connect cluster's Kafka is not the bootstrap's (run)
     ├── ControlStoreUnavailable exit 23  the control topic (pause, approvals, breakers) is unusable
@@ -38,6 +41,7 @@ script may want to tell apart has its own code::
     ├── SagaStoreError          exit 43  the sagas topic is unusable
     ├── Superseded              exit 44  a newer owner epoch took the saga over: this one stops
     ├── SkipAborted             exit 45  a skip saga stopped before writing (nothing changed)
+    ├── StatusUnreadable        exit 46  the status topic could not be read: a guard fails closed
     └── RewindRefused           exit 55  a rewind action's target or plan does not fit the connector
 
 Messages must be safe to print and log: they never carry secret values.
