@@ -27,7 +27,8 @@ from pydantic import BaseModel, ConfigDict, Field, PositiveInt, TypeAdapter, Val
 from pydantic_core import ErrorDetails
 from ruamel.yaml.comments import CommentedMap
 
-from offsetd.engine.decide import Decision, Outcome, Reason, RecordStatus, decide
+from offsetd.engine.decide import decide
+from offsetd.engine.decision import Decision, Outcome, Reason, RecordStatus
 from offsetd.engine.state import ConnectorState
 from offsetd.events.models import (
     ErrorInfo,

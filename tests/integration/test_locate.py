@@ -24,7 +24,7 @@ from offsetd.config import Settings, load_settings
 from offsetd.connect.client import ConnectClient as OffsetdConnect
 from offsetd.devstack import connect as devconnect
 from offsetd.devstack.stack import StackInfo
-from offsetd.engine.decide import Decision
+from offsetd.engine.decision import Decision
 from offsetd.events.models import RecordRef
 from offsetd.remediation.checks import NotJson, ValueMatches
 from offsetd.remediation.locate import (

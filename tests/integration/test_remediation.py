@@ -12,7 +12,7 @@ import pytest
 from ruamel.yaml import YAML
 
 from offsetd.devstack.stack import StackInfo
-from offsetd.engine.decide import Decision, DecisionInputs, EventSummary, PlannedAction
+from offsetd.engine.decision import Decision, DecisionInputs, EventSummary, PlannedAction
 from offsetd.events.models import RecordRef, SourceRecord
 from offsetd.remediation.faults import CRASH_EXIT_CODE
 from offsetd.remediation.quarantine import read_quarantined

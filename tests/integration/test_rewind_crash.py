@@ -29,7 +29,7 @@ from ruamel.yaml import YAML
 
 from offsetd.audit import read_records
 from offsetd.devstack.stack import StackInfo
-from offsetd.engine.decide import Decision, DecisionInputs, EventSummary, PlannedAction
+from offsetd.engine.decision import Decision, DecisionInputs, EventSummary, PlannedAction
 from offsetd.offsets.model import OffsetEntry
 from offsetd.offsets.snapshots import KafkaSnapshotStore, Snapshot
 from offsetd.remediation.faults import CRASH_EXIT_CODE

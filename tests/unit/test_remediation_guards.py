@@ -9,7 +9,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from offsetd.config import RemediationSettings
-from offsetd.engine.decide import Decision, DecisionInputs, EventSummary, PlannedAction
+from offsetd.engine.decision import Decision, DecisionInputs, EventSummary, PlannedAction
 from offsetd.events.models import RecordRef, SourceRecord
 from offsetd.metrics.instruments import REMEDIATION_OUTCOMES, RemediationMetrics
 from offsetd.remediation.control import (

@@ -1,13 +1,7 @@
 """The engine: one event + one connector's durable state + the rules -> decisions (pure)."""
 
-from offsetd.engine.decide import (
-    Decision,
-    DecisionInputs,
-    EventSummary,
-    PlannedAction,
-    decide,
-    prune,
-)
+from offsetd.engine.decide import decide, prune
+from offsetd.engine.decision import Decision, DecisionInputs, EventSummary, PlannedAction
 from offsetd.engine.later import (
     did_not_run,
     outcome_news,

@@ -17,7 +17,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from offsetd.engine.decide import Decision, decide
+from offsetd.engine.decide import decide
+from offsetd.engine.decision import Decision
 from offsetd.engine.state import ConnectorState
 from offsetd.events.decode import Malformed, RawRecord
 from offsetd.rules.matching import RuleSet

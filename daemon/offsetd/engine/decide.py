@@ -25,11 +25,8 @@ once it is known (`offsetd.engine.later.redecide_deferred`), never dropped in si
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable
 from typing import Any, Literal
-
-from pydantic import BaseModel, ConfigDict
 
 from offsetd.engine.counting import (
     add_to_window,
@@ -43,27 +40,18 @@ from offsetd.engine.counting import (
     prune_window,
     record_executed,
 )
+from offsetd.engine.decision import (
+    Decision,
+    EventSummary,
+    Reason,
+    decision_id,
+)
 from offsetd.engine.state import ConnectorState, RuleState, WindowEntry
-from offsetd.events.models import EventKind, RecordRef, SourceRecord
+from offsetd.events.models import EventKind, RecordRef
 from offsetd.rules.matching import AnyEvent, CompiledAction, CompiledRule, RuleSet
-from offsetd.rules.models import ConnectorMeta, Mode
+from offsetd.rules.models import ConnectorMeta
 
-__all__ = [
-    "Decision",
-    "DecisionInputs",
-    "EventSummary",
-    "Outcome",
-    "PlannedAction",
-    "Reason",
-    "RecordStatus",
-    "decide",
-    "defer",
-    "prune",
-]
-
-Outcome = Literal["planned", "suppressed"]
-Reason = Literal["disabled", "inhibited", "cooldown", "budget"]
-RecordStatus = Literal["exact", "to_locate"]
+__all__ = ["decide", "defer", "prune"]
 
 SWEEP_EVERY_MS = 60_000  # event time between two pruning sweeps of a connector's state
 # Count keys kept per rule and connector. A DLQ flood of distinct records must not grow the
@@ -74,118 +62,6 @@ MAX_KEYS = 128
 MAX_HELD = 16
 MAX_DEFERRED = 32
 MAX_RELEASED = 64
-
-
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class PlannedAction(_Frozen):
-    """One action of the rule, with its parameters and the ones the engine computed.
-
-    restart-failed-tasks: `backoff`, `attempt`, `delay_ms`, `not_before_ms`;
-    skip-record: `record` (or None), `record_status`, `next_offset` (record offset + 1);
-    rewind: `to_timestamp` plus `to_timestamp_ms`, or `plan_file`; notify: as written.
-    """
-
-    type: str
-    params: dict[str, Any]
-
-
-class EventSummary(_Frozen):
-    """The triggering event, compactly."""
-
-    kind: str
-    state: str | None = None
-    task_id: int | None = None
-    exception_class: str | None = None
-    root_cause_class: str | None = None
-    stage: str | None = None
-    record: RecordRef | None = None
-
-
-class DecisionInputs(_Frozen):
-    """The events counted for this firing (their source coordinates) and the trigger."""
-
-    events: tuple[SourceRecord, ...]
-    trigger: EventSummary
-
-
-class Decision(_Frozen):
-    """A plan (or a suppressed one) for the audit and the executor. No I/O happened."""
-
-    id: str  # hash of rule, cluster, connector, count key and the trigger's source coordinates
-    rule: str
-    mode: Mode
-    connect_cluster: str
-    connector: str
-    task_id: int | None
-    key: str  # the count key, e.g. "connector=orders-sink,record=orders-3@1200"
-    actions: tuple[PlannedAction, ...]
-    record: RecordRef | None
-    record_status: RecordStatus | None  # set when the actions include skip-record
-    outcome: Outcome
-    reason: Reason | None
-    detail: str | None  # why suppressed, in words
-    event_time_ms: int
-    decided_at_ms: int
-    inputs: DecisionInputs
-
-    @property
-    def action_types(self) -> list[str]:
-        return [a.type for a in self.actions]
-
-    def audit_record(self, rules: RuleSet | None = None) -> dict[str, Any]:
-        """The decision as a JSON-able dict for the audit topic.
-
-        With `rules`, the record also carries the rule as it was when it decided (`rule_spec`),
-        so the audit explains itself after the rule file changes.
-        """
-        record = self.model_dump(mode="json")
-        compiled = rules.by_name.get(self.rule) if rules is not None else None
-        if compiled is not None:
-            # defaults included: they may change between versions, the audit must not
-            record["rule_spec"] = compiled.rule.model_dump(mode="json", by_alias=True)
-        return record
-
-    def summary(self) -> str:
-        """One line for logs: rule, connector, outcome, actions and their key parameters."""
-        parts = [
-            f"rule={self.rule}",
-            f"connector={self.connect_cluster}/{self.connector}",
-            f"mode={self.mode}",
-            f"outcome={self.outcome}" + (f" ({self.reason})" if self.reason else ""),
-            f"actions=[{', '.join(self.action_types)}]",
-        ]
-        if self.task_id is not None:
-            parts.append(f"task={self.task_id}")
-        if self.record is not None:
-            parts.append(f"record={self.record.topic}-{self.record.partition}@{self.record.offset}")
-        if self.record_status is not None:
-            parts.append(f"record_status={self.record_status}")
-        for action in self.actions:
-            not_before = action.params.get("not_before_ms")
-            if not_before is not None:
-                parts.append(f"not_before_ms={not_before}")
-        parts.append(f"event_time_ms={self.event_time_ms}")
-        return " ".join(parts)
-
-
-def decision_id(
-    rule: str, connect_cluster: str, connector: str, key: str, source: SourceRecord
-) -> str:
-    text = "\x1f".join(
-        (
-            rule,
-            connect_cluster,
-            connector,
-            key,
-            source.topic,
-            str(source.partition),
-            str(source.offset),
-        )
-    )
-    return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
 # -- decide -------------------------------------------------------------------------------------

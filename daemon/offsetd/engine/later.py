@@ -34,14 +34,8 @@ from pydantic import TypeAdapter
 from typing_extensions import TypedDict
 
 from offsetd.engine.counting import new_rule_state
-from offsetd.engine.decide import (
-    MAX_RELEASED,
-    Decision,
-    _match_rules,
-    _plan_action,
-    limits,
-    take,
-)
+from offsetd.engine.decide import MAX_RELEASED, _match_rules, _plan_action, limits, take
+from offsetd.engine.decision import Decision
 from offsetd.engine.state import ConnectorState, Held
 from offsetd.events.models import Event
 from offsetd.rules.matching import RuleSet

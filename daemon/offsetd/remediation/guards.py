@@ -46,7 +46,7 @@ from fnmatch import fnmatchcase
 from typing import Any, Literal
 
 from offsetd.config import RemediationSettings
-from offsetd.engine.decide import Decision
+from offsetd.engine.decision import Decision
 from offsetd.remediation.control import ControlRecord, ControlState, breaker_record
 from offsetd.scope import Scope
 

@@ -35,7 +35,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Topic
 
 from offsetd.config import Settings
 from offsetd.connect.client import ConnectClient, ConnectorState
-from offsetd.engine.decide import Decision
+from offsetd.engine.decision import Decision
 from offsetd.errors import ConfigError, ConnectBusy, ConnectUnavailable, OffsetdError
 from offsetd.events.models import RecordRef
 from offsetd.offsets.location import resolve_location, worker_view

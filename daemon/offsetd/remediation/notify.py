@@ -17,7 +17,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from offsetd.engine.decide import Decision
+from offsetd.engine.decision import Decision
 from offsetd.metrics.instruments import RemediationMetrics
 
 __all__ = ["NotifyResult", "notification_body", "notify", "redact_url"]
