@@ -33,7 +33,8 @@ from offsetd.cli import main
 from offsetd.devstack.faultproxy import CLOSE, FaultProxy
 from offsetd.devstack.stack import StackInfo
 from offsetd.remediation.guards import count_failing
-from offsetd.remediation.quarantine import QuarantinedRecord, read_quarantined
+from offsetd.remediation.quarantine import read_quarantined
+from offsetd.remediation.quarantine_format import QuarantinedRecord
 from tests.integration.daemonproc import Daemon, free_port
 from tests.integration.kafkautil import (
     ConnectClient,

@@ -10,13 +10,9 @@ from confluent_kafka import Producer
 
 from offsetd.events.models import RecordRef
 from offsetd.remediation.checks import TIMESTAMP_CREATE_TIME
-from offsetd.remediation.locate import read_record
-from offsetd.remediation.quarantine import (
-    H_SAGA_KEY,
-    Quarantine,
-    QuarantineFailed,
-    read_quarantined,
-)
+from offsetd.remediation.quarantine import Quarantine, QuarantineFailed, read_quarantined
+from offsetd.remediation.quarantine_format import H_SAGA_KEY
+from offsetd.remediation.records import read_record
 from tests.integration.cliutil import offsetd_json
 from tests.integration.kafkautil import consume_all, create_topic, unique
 

@@ -22,7 +22,8 @@ from offsetd.offsets.rewind_plan import (
     write_plan,
 )
 from offsetd.remediation.checks import TIMESTAMP_CREATE_TIME, KafkaRecord
-from offsetd.remediation.quarantine import H_SAGA_KEY, QuarantineFailed, _decoded
+from offsetd.remediation.quarantine import QuarantineFailed
+from offsetd.remediation.quarantine_format import H_SAGA_KEY, decode_copy
 from offsetd.remediation.skiprun import (
     RunCopier,
     SkipRunJob,
@@ -156,7 +157,7 @@ class MemoryCopier(RunCopier):
     def existing_copies(self, partition: int, end: int, key: str) -> set[tuple[str, int, int]]:
         found = set()
         for stored in self.stored[:end]:
-            decoded = _decoded(stored)
+            decoded = decode_copy(stored)
             if decoded.saga_key == key and decoded.original is not None:
                 o = decoded.original
                 found.add((o.topic, o.partition, o.offset))
@@ -197,7 +198,7 @@ def test_every_record_of_every_run_is_copied_in_the_skip_saga_format() -> None:
     copier = MemoryCopier(SOURCE)
     result = copier.copy(job, quarantine_context(job, "local", "d1"))
     assert (result.copied, result.already, result.partition) == (5, 0, 1)
-    decoded = [_decoded(r) for r in copier.stored]
+    decoded = [decode_copy(r) for r in copier.stored]
     assert [(d.original.partition, d.original.offset) for d in decoded if d.original] == [
         (0, 10),
         (0, 11),
@@ -231,7 +232,7 @@ def test_applying_again_copies_nothing_twice_and_finishes_a_partial_copy() -> No
     assert (result.copied, result.already) == (2, 3)
     again = copier.copy(job, context)
     assert (again.copied, again.already) == (0, 5)
-    originals = [_decoded(r).original for r in copier.stored]
+    originals = [decode_copy(r).original for r in copier.stored]
     assert len(originals) == len(set(originals)) == 5
     # Another plan's copies in the same partition are not mistaken for this one's.
     other = MemoryCopier(SOURCE)

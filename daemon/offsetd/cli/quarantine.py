@@ -13,7 +13,8 @@ from offsetd.cli.common import reports_errors
 from offsetd.cli.output import emit_json, table
 from offsetd.cli.run import config_option
 from offsetd.config import load_settings
-from offsetd.remediation.quarantine import QuarantinedRecord, read_quarantined
+from offsetd.remediation.quarantine import read_quarantined
+from offsetd.remediation.quarantine_format import QuarantinedRecord
 
 PREVIEW_CHARS = 60
 

@@ -17,11 +17,9 @@ timestamps, which may be old, and time-based retention would then delete a fresh
 
 from __future__ import annotations
 
-import hashlib
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
@@ -34,59 +32,35 @@ from offsetd.config import Settings
 from offsetd.errors import OffsetdError
 from offsetd.events.models import RecordRef
 from offsetd.remediation.checks import (
-    TIMESTAMP_CREATE_TIME,
-    TIMESTAMP_LOG_APPEND_TIME,
     KafkaRecord,
 )
-from offsetd.remediation.locate import read_record, source_config, to_record
+from offsetd.remediation.locate import source_config
+from offsetd.remediation.quarantine_format import (
+    H_ORIGINAL_HEADERS,
+    H_QUARANTINED_AT,
+    H_SAGA_KEY,
+    H_TIMESTAMP_TYPE,
+    TIMESTAMP_NAMES,
+    QuarantinedRecord,
+    QuarantineRef,
+    context_headers,
+    decode_copy,
+    partition_for,
+)
+from offsetd.remediation.records import read_record, to_record
 
 __all__ = [
     "DEFAULT_PARTITIONS",
     "DEFAULT_TOPIC",
-    "H_ORIGINAL_HEADERS",
-    "H_QUARANTINED_AT",
-    "H_SAGA_KEY",
     "Quarantine",
     "QuarantineFailed",
-    "QuarantineRef",
-    "QuarantinedRecord",
     "SagaQuarantine",
-    "context_headers",
+    "durable_producer",
     "read_quarantined",
 ]
 
 DEFAULT_TOPIC = "offsetd.quarantine"
 DEFAULT_PARTITIONS = 3
-
-ERRORS = "__connect.errors."
-H_TOPIC, H_PARTITION, H_OFFSET = ERRORS + "topic", ERRORS + "partition", ERRORS + "offset"
-H_CONNECTOR, H_TASK, H_STAGE = ERRORS + "connector.name", ERRORS + "task.id", ERRORS + "stage"
-H_EXCEPTION, H_MESSAGE = ERRORS + "exception.class.name", ERRORS + "exception.message"
-H_STACKTRACE = ERRORS + "exception.stacktrace"
-H_SAGA_KEY = "offsetd.saga.key"
-H_DECISION = "offsetd.decision.id"
-H_CONNECT_CLUSTER = "offsetd.connect.cluster"
-H_QUARANTINED_AT = "offsetd.quarantined.at"  # epoch milliseconds, decimal text (as Connect's)
-H_TIMESTAMP_TYPE = "offsetd.original.timestamp.type"  # CreateTime | LogAppendTime | none
-H_ORIGINAL_HEADERS = "offsetd.original.headers"  # how many leading headers are the record's own
-
-# Context names the caller may give bare ("stage") or in full ("__connect.errors.stage").
-_ERROR_NAMES = frozenset(
-    {
-        "connector.name",
-        "task.id",
-        "stage",
-        "class.name",
-        "exception.class.name",
-        "exception.message",
-        "exception.stacktrace",
-    }
-)
-# The record's coordinates always come from the record itself, never from the context.
-_COORDINATES = frozenset({H_TOPIC, H_PARTITION, H_OFFSET})
-_LIMITS = {H_STACKTRACE: 16_384, H_MESSAGE: 4_096}  # bytes; the rest at most 1 KiB each
-_DEFAULT_LIMIT = 1_024
-_TIMESTAMP_NAMES = {TIMESTAMP_CREATE_TIME: "CreateTime", TIMESTAMP_LOG_APPEND_TIME: "LogAppendTime"}
 
 
 def durable_producer(conf: Mapping[str, str], timeout_s: float, *, linger_ms: int) -> Producer:
@@ -107,42 +81,6 @@ class QuarantineFailed(OffsetdError):
     """The record could not be copied (or read, or found): the skip must not go on."""
 
     exit_code = 40
-
-
-@dataclass(frozen=True)
-class QuarantineRef:
-    """Where a copy landed in the quarantine topic."""
-
-    topic: str
-    partition: int
-    offset: int
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"topic": self.topic, "partition": self.partition, "offset": self.offset}
-
-
-@dataclass(frozen=True)
-class QuarantinedRecord:
-    """A record as stored in quarantine, with the context its headers carry."""
-
-    ref: QuarantineRef
-    stored: KafkaRecord  # the copy, headers ours included
-    original: RecordRef | None
-    original_headers: tuple[tuple[str, bytes | None], ...]
-    headers: dict[str, str]  # the last value of each __connect.errors.* / offsetd.* header
-
-    @property
-    def saga_key(self) -> str | None:
-        return self.headers.get(H_SAGA_KEY)
-
-    @property
-    def connector(self) -> str | None:
-        return self.headers.get(H_CONNECTOR)
-
-    @property
-    def quarantined_at_ms(self) -> int | None:
-        value = self.headers.get(H_QUARANTINED_AT, "")
-        return int(value) if value.isdigit() else None
 
 
 class Quarantine:
@@ -250,10 +188,10 @@ class Quarantine:
             *context_headers(record, context),
             (H_SAGA_KEY, saga_key.encode()),
             (H_QUARANTINED_AT, str(self._now_ms()).encode()),
-            (H_TIMESTAMP_TYPE, _TIMESTAMP_NAMES.get(record.timestamp_type, "none").encode()),
+            (H_TIMESTAMP_TYPE, TIMESTAMP_NAMES.get(record.timestamp_type, "none").encode()),
             (H_ORIGINAL_HEADERS, str(len(record.headers)).encode()),
         ]
-        has_time = record.timestamp_type in _TIMESTAMP_NAMES and record.timestamp_ms >= 0
+        has_time = record.timestamp_type in TIMESTAMP_NAMES and record.timestamp_ms >= 0
         refs: list[QuarantineRef] = []
         errors: list[str] = []
 
@@ -473,50 +411,6 @@ class SagaQuarantine:
         return source_config(self._settings, connect_cluster, connector, config)
 
 
-def partition_for(saga_key: str, partitions: int) -> int:
-    """The quarantine partition of a saga: stable across processes and Python versions."""
-    digest = hashlib.sha256(saga_key.encode()).digest()
-    return int.from_bytes(digest[:8], "big") % partitions
-
-
-def context_headers(record: KafkaRecord, context: Mapping[str, str]) -> list[tuple[str, bytes]]:
-    """The record's coordinates and the error context as headers, each value bounded in size.
-
-    Context keys may be Connect's bare names (`stage`, `exception.message`, ...), full header
-    names (`__connect.errors.stage`, `offsetd.decision.id`), or the saga's bare `saga.key`,
-    `decision.id`, `connect.cluster`, which become `offsetd.*`. Coordinates always come from the
-    record itself.
-    """
-    headers: list[tuple[str, bytes]] = [
-        (H_TOPIC, record.topic.encode()),
-        (H_PARTITION, str(record.partition).encode()),
-        (H_OFFSET, str(record.offset).encode()),
-    ]
-    for key, value in context.items():
-        name = _header_name(key)
-        if name in _COORDINATES or name == H_SAGA_KEY or value is None:
-            continue  # the saga key header is written from the copy's own argument
-        limit = _LIMITS.get(name, _DEFAULT_LIMIT)
-        headers.append((name, _bounded(str(value), limit)))
-    return headers
-
-
-def _header_name(key: str) -> str:
-    if key.startswith((ERRORS, "offsetd.")):
-        return key
-    if key in _ERROR_NAMES or key in ("topic", "partition", "offset"):
-        return ERRORS + key
-    return "offsetd." + key
-
-
-def _bounded(text: str, limit: int) -> bytes:
-    data = text.encode()
-    if len(data) <= limit:
-        return data
-    # Cut on a character boundary and say so: a stack trace's head is what explains it.
-    return data[: limit - 16].decode("utf-8", errors="ignore").encode() + b"...[truncated]"
-
-
 def _last_header(msg: Message, name: str) -> bytes | None:
     raw = msg.headers() or []
     pairs = raw.items() if isinstance(raw, dict) else raw
@@ -549,26 +443,5 @@ def read_quarantined(
     out: list[QuarantinedRecord] = []
     for partition in partitions:
         low, _high = quarantine._watermarks(partition)
-        out.extend(_decoded(to_record(msg)) for msg in quarantine._scan(partition, low))
+        out.extend(decode_copy(to_record(msg)) for msg in quarantine._scan(partition, low))
     return sorted(out, key=lambda q: (q.quarantined_at_ms or 0, q.ref.partition, q.ref.offset))
-
-
-def _decoded(stored: KafkaRecord) -> QuarantinedRecord:
-    text: dict[str, str] = {}
-    for key, value in stored.headers:
-        if key.startswith((ERRORS, "offsetd.")) and value is not None:
-            text[key] = value.decode("utf-8", errors="replace")
-    count = text.get(H_ORIGINAL_HEADERS, "")
-    originals = stored.headers[: int(count)] if count.isdigit() else ()
-    original: RecordRef | None = None
-    # The last coordinates are ours (an original header of the same name comes first).
-    topic, partition, offset = text.get(H_TOPIC), text.get(H_PARTITION), text.get(H_OFFSET)
-    if topic and partition and offset and partition.isdigit() and offset.isdigit():
-        original = RecordRef(topic=topic, partition=int(partition), offset=int(offset))
-    return QuarantinedRecord(
-        ref=QuarantineRef(stored.topic, stored.partition, stored.offset),
-        stored=stored,
-        original=original,
-        original_headers=originals,
-        headers=text,
-    )

@@ -42,8 +42,8 @@ from offsetd.remediation.checks import (
     TIMESTAMP_LOG_APPEND_TIME,
     KafkaRecord,
 )
-from offsetd.remediation.locate import read_records, to_record
-from offsetd.remediation.quarantine import (
+from offsetd.remediation.quarantine import Quarantine, QuarantineFailed, durable_producer
+from offsetd.remediation.quarantine_format import (
     H_OFFSET,
     H_ORIGINAL_HEADERS,
     H_PARTITION,
@@ -51,11 +51,9 @@ from offsetd.remediation.quarantine import (
     H_SAGA_KEY,
     H_TIMESTAMP_TYPE,
     H_TOPIC,
-    Quarantine,
-    QuarantineFailed,
     context_headers,
-    durable_producer,
 )
+from offsetd.remediation.records import read_records, to_record
 
 __all__ = [
     "CopyResult",
