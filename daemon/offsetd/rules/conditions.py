@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from offsetd.events.models import ErrorInfo
-from offsetd.rules.models import ConnectorMeta, Unless
+from offsetd.rules.match import Unless
+from offsetd.rules.models import ConnectorMeta
 from offsetd.rules.patterns import LastValue, NameMatcher, any_regex, substrings_only
 
 __all__ = ["Condition", "Predicate", "compile_conditions"]

@@ -16,7 +16,7 @@ import re._parser as _sre_parser  # type: ignore[import-not-found]  # no stubs
 from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
-from offsetd.rules.models import RegexPattern
+from offsetd.rules.fields import RegexPattern
 
 __all__ = ["LastValue", "NameMatcher", "any_regex", "substrings_only"]
 
