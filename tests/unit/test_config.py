@@ -26,6 +26,7 @@ from offsetd.config import (
     is_secret_property,
     load_settings,
 )
+from offsetd.connect.transport import httpx_options
 from offsetd.errors import ConfigError, OffsetdError
 
 SECRETS = ("sasl-pw-1", "key-pw-2", "connect-pw-3", "oauth-secret-4")
@@ -754,7 +755,7 @@ def _connect(**extra: Any) -> ConnectCluster:
 
 
 def test_httpx_options_default_and_no_verify(tmp_path: Path) -> None:
-    default = _connect().httpx_options()
+    default = httpx_options(_connect())
     verify = default.pop("verify")
     assert default == {"base_url": "https://connect.example:8083", "auth": None}
     # httpx's own default trust (certifi), loaded once and shared by every client of the cluster
@@ -762,9 +763,9 @@ def test_httpx_options_default_and_no_verify(tmp_path: Path) -> None:
     assert verify.get_ca_certs()
     assert verify.verify_mode == ssl.CERT_REQUIRED
     assert verify.check_hostname
-    assert _connect().httpx_options()["verify"] is verify
+    assert httpx_options(_connect())["verify"] is verify
 
-    opts = load_settings(write(tmp_path, FULL), {}).connect_clusters["local"].httpx_options()
+    opts = httpx_options(load_settings(write(tmp_path, FULL), {}).connect_clusters["local"])
     assert opts["verify"] is False
     auth = opts["auth"]
     assert isinstance(auth, httpx.BasicAuth)
@@ -776,7 +777,7 @@ def test_httpx_options_default_and_no_verify(tmp_path: Path) -> None:
 
 def test_httpx_options_ca_file_gives_ssl_context() -> None:
     # certifi's bundle is a real CA file that is always installed alongside httpx.
-    verify = _connect(tls={"ca_file": certifi.where()}).httpx_options()["verify"]
+    verify = httpx_options(_connect(tls={"ca_file": certifi.where()}))["verify"]
     assert isinstance(verify, ssl.SSLContext)
     assert verify.verify_mode == ssl.CERT_REQUIRED
     assert verify.get_ca_certs()
@@ -786,16 +787,21 @@ def test_httpx_options_reads_a_rotated_ca_file_again(tmp_path: Path) -> None:
     ca = tmp_path / "ca.pem"
     ca.write_bytes(Path(certifi.where()).read_bytes())
     cluster = _connect(tls={"ca_file": str(ca)})
-    first = cluster.httpx_options()["verify"]
-    assert cluster.httpx_options()["verify"] is first
+    first = httpx_options(cluster)["verify"]
+    assert httpx_options(cluster)["verify"] is first
     os.utime(ca, ns=(ca.stat().st_atime_ns, ca.stat().st_mtime_ns + 1_000_000_000))
-    assert cluster.httpx_options()["verify"] is not first
+    assert httpx_options(cluster)["verify"] is not first
 
 
 def test_httpx_options_missing_ca_file_is_a_config_error(tmp_path: Path) -> None:
     cluster = _connect(tls={"ca_file": str(tmp_path / "nope.pem")})
     with pytest.raises(ConfigError, match=r"cannot load tls\.ca_file for Connect cluster at"):
-        cluster.httpx_options()
+        httpx_options(cluster)
+
+
+def test_the_model_still_gives_the_transport_arguments() -> None:
+    cluster = _connect(tls={"ca_file": certifi.where()})
+    assert cluster.httpx_options() == httpx_options(cluster)
 
 
 def test_tls_only_with_https() -> None:

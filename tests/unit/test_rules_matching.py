@@ -17,7 +17,8 @@ from offsetd.events.models import (
     error_from_trace,
 )
 from offsetd.rules import ConnectorMeta, Rule, RuleSet, explain
-from offsetd.rules.matching import AnyEvent, _required_literals, any_regex
+from offsetd.rules.matching import AnyEvent
+from offsetd.rules.patterns import _required_literals, any_regex
 
 SINK = ConnectorMeta("io.confluent.connect.jdbc.JdbcSinkConnector", "sink")
 SOURCE = ConnectorMeta("io.debezium.connector.postgresql.PostgresConnector", "source")
@@ -355,3 +356,10 @@ def test_required_literals_of_message_regexes() -> None:
     assert _required_literals([r"(?i)timed out|refused"]) == ([], ["timed out", "refused"])
     assert _required_literals([r"a.b"]) is None
     assert _required_literals([r"(x|\d+)"]) is None
+
+
+def test_every_condition_of_the_format_has_a_compiler() -> None:
+    from offsetd.rules.conditions import _BUILDERS
+    from offsetd.rules.models import CONDITION_KINDS
+
+    assert list(_BUILDERS) == list(CONDITION_KINDS)

@@ -11,7 +11,8 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from offsetd.rules.models import DURATION_PATTERN, Rule, format_duration
+from offsetd.durations import DURATION_PATTERN, format_duration
+from offsetd.rules.models import Rule
 
 __all__ = ["SCHEMA_DIALECT", "rules_file_schema"]
 

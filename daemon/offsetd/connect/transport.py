@@ -1,0 +1,88 @@
+"""The httpx client arguments for a Connect cluster's REST API: base URL, basic auth, TLS.
+
+Next to the clients that use them (`offsetd.connect.client`, the lag collector's status reads,
+the remediation's webhooks and Connect calls). The SSL context is built once per cluster and
+certificate files, because httpx otherwise builds (and loads CA certificates into) a new one for
+each client.
+"""
+
+from __future__ import annotations
+
+import ssl
+from pathlib import Path
+from typing import Any
+
+import certifi
+import httpx
+
+from offsetd.config import ConnectCluster, ConnectTls
+from offsetd.errors import ConfigError
+
+__all__ = ["httpx_options"]
+
+
+def httpx_options(cluster: ConnectCluster) -> dict[str, Any]:
+    """Keyword arguments for `httpx.Client` / `httpx.AsyncClient` (reads the TLS files)."""
+    auth = None
+    if cluster.auth is not None:
+        auth = httpx.BasicAuth(cluster.auth.username, cluster.auth.password.get_secret_value())
+    return {"base_url": cluster.url, "auth": auth, "verify": _verify(cluster)}
+
+
+def _verify(cluster: ConnectCluster) -> ssl.SSLContext | bool:
+    """An SSL context shared by every client of this cluster.
+
+    httpx builds (and loads CA certificates into) a new context for each client otherwise:
+    30-80 ms per client, several clients per remediation. The files' modification times
+    are part of the cache key, so rotated certificates are read again.
+    """
+    tls = cluster.tls
+    if tls is not None and tls.ca_file is None and tls.cert_file is None and not tls.verify:
+        return False
+    key = (cluster.url, *(_file_stamp(f) for f in _tls_files(tls)), tls.verify if tls else True)
+    context = _SSL_CONTEXTS.get(key)
+    if context is None:
+        context = _new_ssl_context(cluster)
+        _SSL_CONTEXTS[key] = context
+    return context
+
+
+def _new_ssl_context(cluster: ConnectCluster) -> ssl.SSLContext:
+    tls = cluster.tls
+    if tls is None or (tls.ca_file is None and tls.cert_file is None):
+        return ssl.create_default_context(cafile=certifi.where())
+    where = f"Connect cluster at {cluster.url}"
+    try:
+        cafile = str(tls.ca_file) if tls.verify and tls.ca_file is not None else None
+        context = ssl.create_default_context(cafile=cafile)
+    except OSError as exc:
+        raise ConfigError(f"cannot load tls.ca_file for {where}: {exc}") from None
+    if not tls.verify:
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+    if tls.cert_file is not None and tls.key_file is not None:
+        try:
+            # An empty password makes an encrypted key fail instead of prompting on the tty.
+            context.load_cert_chain(tls.cert_file, tls.key_file, password="")
+        except OSError as exc:
+            raise ConfigError(
+                f"cannot load tls.cert_file/key_file for {where}: {exc} "
+                "(the key must be PEM and not encrypted)"
+            ) from None
+    return context
+
+
+_SSL_CONTEXTS: dict[tuple[object, ...], ssl.SSLContext] = {}
+
+
+def _tls_files(tls: ConnectTls | None) -> tuple[Path | None, ...]:
+    return (None, None, None) if tls is None else (tls.ca_file, tls.cert_file, tls.key_file)
+
+
+def _file_stamp(path: Path | None) -> tuple[str, int] | None:
+    if path is None:
+        return None
+    try:
+        return str(path), path.stat().st_mtime_ns
+    except OSError:
+        return str(path), -1  # the context's own load names the problem

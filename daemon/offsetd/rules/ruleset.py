@@ -1,0 +1,282 @@
+"""Compiled rules and the `RuleSet` that indexes them for the hot path.
+
+`RuleSet.matching(event, meta)` is the hot path. The rules that can see an event are looked up
+by kind (and, for status events, state) and filtered by their name and metadata conditions
+once per connector (remembered). Each remaining rule then runs one precompiled predicate made
+of only the conditions it sets, cheapest first (`offsetd.rules.conditions`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from offsetd.events.models import EventKind
+from offsetd.rules.conditions import Condition, Predicate, compile_conditions
+from offsetd.rules.models import (
+    STATES,
+    Action,
+    Backoff,
+    ConnectorMeta,
+    Inhibit,
+    Mode,
+    RestartFailedTasks,
+    Rewind,
+    Rule,
+    rule_timestamp,
+)
+
+__all__ = ["CompiledAction", "CompiledRule", "RuleSet", "compile_rule"]
+
+
+# Conditions that depend only on the connector's names and metadata: RuleSet checks them
+# once per (kind, state, cluster, connector, metadata) and remembers the result.
+_STATIC = frozenset({"connect_cluster", "connector", "connector_class", "connector_type"})
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class CompiledRule:
+    """A rule ready for the hot path: flat fields, precompiled predicates."""
+
+    rule: Rule
+    name: str
+    mode: Mode
+    enabled: bool
+    kinds: frozenset[EventKind]
+    states: frozenset[str] | None
+    static: tuple[Predicate, ...]  # on names and metadata only
+    dynamic: Predicate | None  # the other conditions and `unless`, as one predicate
+    conditions: tuple[Condition, ...]
+    unless_conditions: tuple[Condition, ...]
+    count: int
+    within_ms: int
+    key: tuple[str, ...]
+    keys_record: bool
+    cooldown_ms: int
+    budget_max: int
+    budget_per_ms: int
+    inhibits: Inhibit | None
+    has_skip: bool
+    actions: tuple[CompiledAction, ...]
+    # A condition or an `unless` reads the connector's class or type: without metadata the
+    # rule can tell neither a match nor an exclusion, so the event waits (engine.later).
+    needs_meta: bool = False
+    name_static: tuple[Predicate, ...] = ()  # `static` less the metadata conditions
+
+    def matches(self, event: Any, meta: ConnectorMeta | None) -> bool:
+        """Every condition, kind and state included (the slow, self-contained check)."""
+        if event.kind not in self.kinds:
+            return False
+        if self.states is not None and getattr(event, "state", None) not in self.states:
+            return False
+        if not all(check(event, meta) for check in self.static):
+            return False
+        return self.dynamic is None or self.dynamic(event, meta)
+
+
+def _all_of(tests: Sequence[Predicate]) -> Predicate | None:
+    if not tests:
+        return None
+    if len(tests) == 1:
+        return tests[0]
+    if len(tests) == 2:
+        first, second = tests
+        return lambda e, m: first(e, m) and second(e, m)
+
+    def all_tests(e: Any, m: ConnectorMeta | None) -> bool:
+        # a plain loop: this is the hot path, and all() over a generator is slower
+        for test in tests:  # noqa: SIM110
+            if not test(e, m):
+                return False
+        return True
+
+    return all_tests
+
+
+def _dynamic(tests: Sequence[Predicate], unless: Sequence[Predicate]) -> Predicate | None:
+    required = _all_of(tests)
+    excluded = _all_of(unless)  # all unless conditions hold -> no match
+    if excluded is None:
+        return required
+    if required is None:
+        return lambda e, m: not excluded(e, m)
+    return lambda e, m: required(e, m) and not excluded(e, m)
+
+
+def compile_rule(rule: Rule) -> CompiledRule:
+    conditions = compile_conditions(rule.match)
+    unless = compile_conditions(rule.match.unless) if rule.match.unless is not None else ()
+    actions = tuple(_compile_action(action) for action in rule.actions)
+    return CompiledRule(
+        rule=rule,
+        name=rule.name,
+        mode=rule.mode,
+        enabled=rule.enabled,
+        kinds=frozenset(rule.match.kind),
+        states=frozenset(rule.match.state) if rule.match.state is not None else None,
+        static=tuple(c.test for c in conditions if c.name in _STATIC),
+        # state is resolved by the RuleSet's index: no need to test it again
+        dynamic=_dynamic(
+            [c.test for c in conditions if c.name not in _STATIC and c.name != "state"],
+            [c.test for c in unless],
+        ),
+        conditions=conditions,
+        unless_conditions=unless,
+        count=rule.when.count,
+        within_ms=rule.when.within,
+        key=tuple(rule.when.key),
+        keys_record="record" in rule.when.key,
+        cooldown_ms=rule.limits.cooldown,
+        budget_max=rule.limits.budget.max,
+        budget_per_ms=rule.limits.budget.per,
+        inhibits=rule.inhibits,
+        has_skip=any(a.type == "skip-record" for a in rule.actions),
+        actions=actions,
+        needs_meta=any(c.needs_meta for c in (*conditions, *unless)),
+        name_static=tuple(c.test for c in conditions if c.name in _STATIC and not c.needs_meta),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class CompiledAction:
+    """An action's type, its parameters as JSON values, and the restart backoff if any."""
+
+    type: str
+    params: dict[str, Any]
+    backoff: Backoff | None = None
+
+
+def _compile_action(action: Action) -> CompiledAction:
+    params = action.model_dump(mode="json", exclude={"type"}, by_alias=True)
+    if isinstance(action, RestartFailedTasks):
+        return CompiledAction(action.type, params, action.backoff)
+    if isinstance(action, Rewind) and action.to_timestamp is not None:
+        params["to_timestamp_ms"] = rule_timestamp(action.to_timestamp)
+    return CompiledAction(action.type, params)
+
+
+_STATUS_KINDS = (EventKind.CONNECTOR_STATUS, EventKind.TASK_STATUS)
+_CANDIDATE_CACHE_LIMIT = 65536
+_CandidateKey = tuple[str, str | None, str, str, str | None, str | None]
+
+
+class RuleSet:
+    """Compiled rules in load order, indexed for the hot path.
+
+    `candidates` finds the rules for an event by kind (and state, for status events), keeps
+    those whose name and metadata conditions hold for its connector, and remembers that per
+    (kind, state, cluster, connector, metadata): the same few connectors come back all day.
+    """
+
+    def __init__(self, rules: Iterable[Rule] = ()) -> None:
+        self.rules: tuple[CompiledRule, ...] = tuple(compile_rule(r) for r in rules)
+        self.by_name: dict[str, CompiledRule] = {r.name: r for r in self.rules}
+        # how long restart backoff state may matter: the longest reset window of any rule
+        self.restart_reset_ms = max(
+            (a.backoff.reset_after for r in self.rules for a in r.actions if a.backoff),
+            default=0,
+        )
+        self._by_kind: dict[str, tuple[CompiledRule, ...]] = {
+            kind: tuple(r for r in self.rules if kind in r.kinds) for kind in EventKind
+        }
+        # status events: (kind, state) -> rules; unknown states and tombstones use `None`
+        self._by_state: dict[tuple[str, str | None], tuple[CompiledRule, ...]] = {}
+        for kind in _STATUS_KINDS:
+            for state in (*STATES, None):
+                self._by_state[(kind, state)] = tuple(
+                    r
+                    for r in self._by_kind[kind]
+                    if r.states is None or (state is not None and state in r.states)
+                )
+        self._candidates: dict[_CandidateKey, tuple[CompiledRule, ...]] = {}
+        self.meta_rules = tuple(r for r in self.rules if r.needs_meta)
+        # how long a deferred event may matter: the longest window of a rule that needs metadata
+        self.meta_within_ms = max((r.within_ms for r in self.meta_rules), default=0)
+        # how long a planned decision's limits may matter (budget, cooldown, inhibits, backoff)
+        self.limits_horizon_ms = max(
+            (
+                max(r.budget_per_ms, r.cooldown_ms, r.inhibits.for_ if r.inhibits else 0)
+                for r in self.rules
+            ),
+            default=0,
+        )
+        self.limits_horizon_ms = max(self.limits_horizon_ms, self.restart_reset_ms)
+        self._waiting: dict[tuple[str, str | None, str, str], tuple[CompiledRule, ...]] = {}
+
+    def __len__(self) -> int:
+        return len(self.rules)
+
+    def __iter__(self) -> Iterator[CompiledRule]:
+        return iter(self.rules)
+
+    @property
+    def names(self) -> list[str]:
+        return [r.name for r in self.rules]
+
+    def candidates(self, event: Any, meta: ConnectorMeta | None) -> tuple[CompiledRule, ...]:
+        """The rules whose kind, state, names and metadata conditions hold for this event.
+
+        What remains to check is each rule's `dynamic` predicate.
+        """
+        kind = event.kind
+        status = kind is EventKind.TASK_STATUS or kind is EventKind.CONNECTOR_STATUS
+        state = event.state if status else None
+        key: _CandidateKey = (
+            kind,
+            state,
+            event.connect_cluster,
+            event.connector,
+            None if meta is None else meta.connector_class,
+            None if meta is None else meta.connector_type,
+        )
+        found = self._candidates.get(key)
+        if found is None:
+            if status:
+                base = self._by_state.get((kind, state))
+                if base is None:  # a state this version does not know, or a tombstone
+                    base = self._by_state[(kind, None)]
+            else:
+                base = self._by_kind[kind]
+            found = tuple(
+                r
+                for r in base
+                if (meta is not None or not r.needs_meta)
+                and all(test(event, meta) for test in r.static)
+            )
+            if len(self._candidates) >= _CANDIDATE_CACHE_LIMIT:
+                self._candidates.clear()
+            self._candidates[key] = found
+        return found
+
+    def waiting_for_meta(self, event: Any) -> tuple[CompiledRule, ...]:
+        """The rules that need metadata and could match `event` once it is known.
+
+        Every condition that does not read the metadata holds (an `unless` on the class or
+        type cannot exclude yet). Asked only while the connector's metadata is unknown.
+        """
+        if not self.meta_rules:
+            return ()
+        kind = event.kind
+        status = kind is EventKind.TASK_STATUS or kind is EventKind.CONNECTOR_STATUS
+        state = event.state if status else None
+        key = (kind, state, event.connect_cluster, event.connector)
+        base = self._waiting.get(key)
+        if base is None:
+            base = tuple(
+                r
+                for r in self.meta_rules
+                if kind in r.kinds
+                and (r.states is None or (state is not None and state in r.states))
+                and all(test(event, None) for test in r.name_static)
+            )
+            if len(self._waiting) >= _CANDIDATE_CACHE_LIMIT:
+                self._waiting.clear()
+            self._waiting[key] = base
+        return tuple(r for r in base if r.dynamic is None or r.dynamic(event, None))
+
+    def matching(self, event: Any, meta: ConnectorMeta | None) -> list[CompiledRule]:
+        """The rules matching `event`, in load order (the hot path)."""
+        return [
+            r for r in self.candidates(event, meta) if r.dynamic is None or r.dynamic(event, meta)
+        ]
