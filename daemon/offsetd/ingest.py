@@ -353,6 +353,37 @@ class Ingest:
         self._skip(raw, Malformed(reason, raw.topic, raw.partition, raw.offset))
 
     def _handle(self, batch: list[Message], consumer: Consumer, producer: Producer) -> None:
+        routed, positions = self._route(batch)
+        max_record_bytes = self.max_record_bytes
+        plan = plan_frames(
+            routed,
+            max_frame_bytes=self.max_frame_bytes,
+            max_record_bytes=max_record_bytes,
+            dlq_topics=self._dlq,
+        )
+        for raw, size in plan.too_large:
+            self._too_large(raw, size, max_record_bytes)
+        # Skipped records are still in `positions`: committed with their batch, in order.
+        frames = deque(plan.frames)
+        pending = _Pending(len(frames), positions)
+        self._pending.append(pending)
+        sent = self._send_frames(frames, pending, producer)
+        # No flush here: the next batch is consumed and framed while these are compressed and
+        # acknowledged; batches are committed in order once all their frames are (`_commit`).
+        producer.poll(0)
+        self._commit(consumer)
+        while len(self._pending) > self.max_pending_batches:
+            producer.poll(0.05)
+            self._commit(consumer)
+        self.records += len(batch)
+        self.frames += sent
+        if self.on_batch is not None:
+            self.on_batch(len(batch), sent)
+
+    def _route(
+        self, batch: list[Message]
+    ) -> tuple[list[tuple[str, RawRecord]], dict[tuple[str, int], int]]:
+        """Each record with its owner, and the next position of every partition in the batch."""
         routed: list[tuple[str, RawRecord]] = []
         positions: dict[tuple[str, int], int] = {}
         sources = self.sources
@@ -372,19 +403,15 @@ class Ingest:
             except Malformed as bad:
                 if self.on_malformed is not None:
                     self.on_malformed(raw, bad)
-        max_record_bytes = self.max_record_bytes
-        plan = plan_frames(
-            routed,
-            max_frame_bytes=self.max_frame_bytes,
-            max_record_bytes=max_record_bytes,
-            dlq_topics=self._dlq,
-        )
-        for raw, size in plan.too_large:
-            self._too_large(raw, size, max_record_bytes)
-        # Skipped records are still in `positions`: committed with their batch, in order.
-        frames = deque(plan.frames)
-        pending = _Pending(len(frames), positions)
-        self._pending.append(pending)
+        return routed, positions
+
+    def _send_frames(
+        self,
+        frames: deque[tuple[str, list[RawRecord]]],
+        pending: _Pending,
+        producer: Producer,
+    ) -> int:
+        """Produce every frame (asynchronously; `pending` counts their acknowledgements)."""
 
         def delivered(err: KafkaError | None, _msg: Message) -> None:
             pending.outstanding -= 1
@@ -395,42 +422,41 @@ class Ingest:
         while frames:
             owner, records = frames.popleft()
             value = encode_frame(records, dlq_topics=self._dlq)
-            while True:
-                try:
-                    producer.produce(
-                        self.events_topic, key=owner.encode(), value=value, on_delivery=delivered
-                    )
-                    sent += 1
-                    break
-                except BufferError:  # the local queue is full: let it drain
-                    producer.poll(0.05)
-                except KafkaException as exc:
-                    # Refused before sending (no delivery report will come): only a frame over
-                    # the producer's limit, which the sizes above should rule out (a very long
-                    # key). One record alone is skipped; several are sent one by one, in order.
-                    error = exc.args[0]
-                    if not (
-                        isinstance(error, KafkaError)
-                        and error.code() == KafkaError.MSG_SIZE_TOO_LARGE
-                    ):
-                        raise
-                    pending.outstanding -= 1
-                    if len(records) == 1:
-                        self._too_large(
-                            records[0], len(value), producer_message_limit(self.max_message_bytes)
-                        )
-                    else:
-                        pending.outstanding += len(records)
-                        frames.extendleft((owner, [raw]) for raw in reversed(records))
-                    break
-        # No flush here: the next batch is consumed and framed while these are compressed and
-        # acknowledged; batches are committed in order once all their frames are (`_commit`).
-        producer.poll(0)
-        self._commit(consumer)
-        while len(self._pending) > self.max_pending_batches:
-            producer.poll(0.05)
-            self._commit(consumer)
-        self.records += len(batch)
-        self.frames += sent
-        if self.on_batch is not None:
-            self.on_batch(len(batch), sent)
+            if self._send_frame(producer, owner, value, delivered):
+                sent += 1
+                continue
+            # Refused before sending (no delivery report will come): only a frame over the
+            # producer's limit, which the sizes above should rule out (a very long key). One
+            # record alone is skipped; several are sent one by one, in order.
+            pending.outstanding -= 1
+            if len(records) == 1:
+                limit = producer_message_limit(self.max_message_bytes)
+                self._too_large(records[0], len(value), limit)
+            else:
+                pending.outstanding += len(records)
+                frames.extendleft((owner, [raw]) for raw in reversed(records))
+        return sent
+
+    def _send_frame(
+        self,
+        producer: Producer,
+        owner: str,
+        value: bytes,
+        delivered: Callable[[KafkaError | None, Message], None],
+    ) -> bool:
+        """True once queued; False if the producer refuses it as too large."""
+        while True:
+            try:
+                producer.produce(
+                    self.events_topic, key=owner.encode(), value=value, on_delivery=delivered
+                )
+                return True
+            except BufferError:  # the local queue is full: let it drain
+                producer.poll(0.05)
+            except KafkaException as exc:
+                error = exc.args[0]
+                if not (
+                    isinstance(error, KafkaError) and error.code() == KafkaError.MSG_SIZE_TOO_LARGE
+                ):
+                    raise
+                return False

@@ -78,7 +78,7 @@ def run(
     config_path: Path, rules_dir: Path | None, observe: bool, enforce: bool, log_level: str
 ) -> None:
     """Run the daemon: tail Connect's topics, match rules, decide, audit, remediate."""
-    from offsetd.app import Wiring, build_app  # faust is imported only here
+    from offsetd.app import Wiring, build_app, run_worker  # faust is imported only there
     from offsetd.connect.meta import ConnectorMetaCache
     from offsetd.metrics.instruments import DaemonMetrics, RemediationMetrics
     from offsetd.remediation.wiring import build_remediator
@@ -122,11 +122,7 @@ def run(
     for name, cluster in connect.items():  # offsetd.scope: what this deployment acts on
         owned = scope_of(settings.remediation, name, cluster).describe()
         logging.getLogger("offsetd").info("Connect cluster %s: acting on %s", name, owned)
-    app = build_app(wiring)
-    import faust
-
-    worker = faust.Worker(app, loglevel=log_level)
-    worker.execute_from_commandline()
+    run_worker(build_app(wiring), log_level)
 
 
 @click.command()

@@ -16,6 +16,11 @@ Per cycle:
 
 A failing step is recorded in `Snapshot.errors` (and counted per stage) and the rest carries on.
 Clients are made by `admin_factory` (a benchmark passes one that counts requests).
+
+Why one module of ~580 lines: `Collector` holds the state that lives across cycles (rows kept
+per partition, status windows, last log ends, timestamp and ListOffsets caches) and every pass
+of a cycle reads and updates it; the parts without that state live beside it (`heartbeats`,
+`checkpoint_cycle`, `arithmetic`, `status`, `kafka_io`).
 """
 
 from __future__ import annotations
@@ -31,23 +36,21 @@ from typing import Any
 from confluent_kafka.admin import AdminClient
 
 from offsetd.config import Settings
-from offsetd.lag import checkpoints as cp
 from offsetd.lag.arithmetic import first_unreplicated, records_lag, seconds_lag, visible_lag
+from offsetd.lag.checkpoint_cycle import CheckpointReader
 from offsetd.lag.connect_state import ConnectView, MirrorFlow, read_connect
+from offsetd.lag.heartbeats import HEARTBEATS, TP, heartbeat_ages, heartbeat_layout
 from offsetd.lag.kafka_io import (
     EndOffsets,
     OffsetSpec,
     Position,
     Tail,
     TimestampFetcher,
-    group_offsets,
     list_offsets,
-    topic_partitions,
 )
 from offsetd.lag.mirror_offsets import MirrorOffsets
 from offsetd.lag.mirror_offsets import Position as MirrorPosition
 from offsetd.lag.snapshot import (
-    CheckpointLag,
     ConnectorHealth,
     HeartbeatAge,
     PartitionLag,
@@ -59,8 +62,6 @@ from offsetd.offsets.model import ConnectorKind
 
 __all__ = ["STAGES", "Collector"]
 
-TP = tuple[str, int]
-HEARTBEATS = "heartbeats"
 _PERSIST_EVERY_MS = 60_000
 _UNKNOWN: Any = object()  # a lagging partition whose first record was not read this cycle
 #: Steps whose failures are counted (exported from the start, at 0, as Prometheus advises).
@@ -97,6 +98,31 @@ class _SourceWork:
         return {tp for parts in self.connectors.values() for tp in parts}
 
 
+@dataclass
+class _Cycle:
+    """What pass 1 of a source cluster's cycle leaves for the second ListOffsets and pass 2."""
+
+    earliest: Any = field(default_factory=OffsetSpec.earliest)
+    second: dict[TP, Any] = field(default_factory=dict)  # log starts of lagging, heartbeats
+    lagging: dict[TP, int | None] = field(default_factory=dict)
+    todo: dict[ConnectorKey, list[tuple[TP, int, int | None, int | None]]] = field(
+        default_factory=dict
+    )
+    rows: dict[ConnectorKey, dict[TP, PartitionLag]] = field(default_factory=dict)
+
+
+def _settled(row: PartitionLag | None, end: int, n: int | None, written: int | None) -> bool:
+    """A caught-up partition whose row says exactly this, OK and no lag: nothing to redo."""
+    return (
+        row is not None
+        and row.end == end
+        and row.last_replicated == n
+        and row.offset_written_ms == written
+        and row.status is Status.OK
+        and row.lag_records == 0
+    )
+
+
 class Collector:
     """Holds the readers, caches and windows between cycles; `collect()` runs one cycle."""
 
@@ -130,8 +156,7 @@ class Collector:
         # (cluster, topic, partition) -> (first unreplicated offset, first visible record or
         # None, log end when read): a None is only valid while the log end has not moved.
         self._ts_cache: dict[tuple[str, str, int], tuple[int, Position | None, int]] = {}
-        self._checkpoint_tails: dict[tuple[str, str], Tail] = {}
-        self._checkpoints: dict[tuple[str, str], dict[tuple[str, str, int], cp.Checkpoint]] = {}
+        self._checkpoints = CheckpointReader()
         self.errors_total: Counter[str] = Counter(dict.fromkeys(STAGES, 0))
         # The last cycle's rows per connector: a partition whose N and log end did not move
         # and that was caught up and OK keeps its row (and gets no new window sample), so an
@@ -172,13 +197,12 @@ class Collector:
         closeables: list[TimestampFetcher | Tail] = [
             *self._fetchers.values(),
             *self._offsets_tails.values(),
-            *self._checkpoint_tails.values(),
         ]
         for closeable in closeables:
             closeable.close()
         self._fetchers.clear()
         self._offsets_tails.clear()
-        self._checkpoint_tails.clear()
+        self._checkpoints.close()
 
     def persist(self) -> None:
         if self.state_file is not None and not self.read_only_state:
@@ -208,7 +232,9 @@ class Collector:
         heartbeats.extend(self._target_heartbeats(beats, now_ms, errors))
         unique = {(h.cluster, h.topic, h.source, h.target): h for h in heartbeats}
         heartbeats = list(unique.values())
-        checkpoints = self._checkpoint_cycle(now_ms, errors)
+        checkpoints = self._checkpoints.cycle(
+            self._flows(ConnectorKind.MIRROR_CHECKPOINT), self._conf, self._admin, now_ms, errors
+        )
         live = {connector for work in sources.values() for connector in work.connectors}
         for gone in self._rows.keys() - live:  # a connector gone (or no longer MM2's)
             del self._rows[gone]
@@ -306,137 +332,145 @@ class Collector:
         # Log ends that moved since the last cycle: a set operation in C over the two dicts.
         ended = {tp for tp, _end in ends.items() - self._ends.get(where, {}).items()}
         self._ends[where] = ends
-        # Pass 1: only partitions that may have changed are looked at: a log end or N moved,
-        # new, failed, or not caught up and OK last time. The others keep their rows.
-        earliest = OffsetSpec.earliest()
-        second: dict[TP, Any] = {}  # log starts of lagging partitions, and the heartbeats
-        lagging: dict[TP, int | None] = {}
-        todo: dict[ConnectorKey, list[tuple[TP, int, int | None, int | None]]] = {}
-        rows: dict[ConnectorKey, dict[TP, PartitionLag]] = {}
-        ok = Status.OK
-        for key, parts in work.connectors.items():
-            flow = work.flows[key]
-            kept = self._rows.get(key)  # updated in place: `_order` refers to it
-            if kept is None or self._sources_of.get(key) != (flow.source, flow.target):
-                kept = {}  # new, or its aliases changed: every row (and label) is rebuilt
-                visit: Iterable[TP] = parts.keys()
-                self._sources_of[key] = (flow.source, flow.target)
+        cycle = _Cycle()
+        self._pass_one(work, ends, ended | failed.keys(), cycle)
+        layout = heartbeat_layout(admin, beats)
+        for *_names, tps in layout:
+            cycle.second.update(dict.fromkeys(tps, OffsetSpec.max_timestamp()))
+        found, _failed2 = list_offsets(admin, cycle.second, batch=self.lag.list_offsets_batch)
+        starts = {tp: pos.offset for tp, pos in found.items() if cycle.second[tp] is cycle.earliest}
+        local = heartbeat_ages(layout, found, where_alias(work), now_ms)
+        firsts = self._first_records(work.conf, cycle.lagging, starts, ends, errors)
+        # Pass 2: new, moving, lagging or not-OK partitions: window, status, a new row.
+        for key, changed in cycle.todo.items():
+            rows = cycle.rows[key]
+            self._pass_two(work, key, changed, rows, starts, firsts, now_ms, where)
+        for key, kept in cycle.rows.items():
+            if self._rows.get(key) is not kept:
                 self._layout_changed = True
-            else:
-                gone = kept.keys() - parts.keys()
-                new = parts.keys() - kept.keys()
-                for tp in gone:
-                    del kept[tp]
-                if gone or new:
-                    self._layout_changed = True
-                visit = (
-                    (ended | work.moved.get(key, set()) | self._unsettled.get(key, set()))
-                    | new
-                    | failed.keys()
-                )
-            rows[key] = kept
-            changed = todo[key] = []
+            self._rows[key] = kept
+        return local
+
+    def _pass_one(
+        self, work: _SourceWork, ends: dict[TP, int], moved: set[TP], cycle: _Cycle
+    ) -> None:
+        """Pass 1: only partitions that may have changed are looked at: a log end or N moved,
+        new, failed, or not caught up and OK last time. The others keep their rows."""
+        for key, parts in work.connectors.items():
+            kept, visit = self._to_visit(work, key, parts, moved)
+            cycle.rows[key] = kept
+            changed = cycle.todo[key] = []
             for tp in visit:
                 if tp not in parts:
                     continue
-                pos = parts[tp]
                 end = ends.get(tp)
                 if end is None:
                     if kept.pop(tp, None) is not None:
                         self._layout_changed = True
                     continue
-                if pos is None:
-                    n = written = None
-                    behind = end > 0  # not started: lag = end - log start
-                else:
-                    n, written = pos.n, pos.changed_ms
-                    behind = end > n + 1
+                pos = parts[tp]
+                n, written = (None, None) if pos is None else (pos.n, pos.changed_ms)
+                # not started: lag = end - log start
+                behind = end > 0 if pos is None else end > pos.n + 1
                 if behind:
-                    second[tp] = earliest
-                    lagging[tp] = n
-                else:
-                    row = kept.get(tp)
-                    if (
-                        row is not None
-                        and row.end == end
-                        and row.last_replicated == n
-                        and row.offset_written_ms == written
-                        and row.status is ok
-                        and row.lag_records == 0
-                    ):
-                        continue
+                    cycle.second[tp] = cycle.earliest
+                    cycle.lagging[tp] = n
+                elif _settled(kept.get(tp), end, n, written):
+                    continue
                 changed.append((tp, end, n, written))
-        layout = _heartbeat_layout(admin, beats)
-        for *_names, tps in layout:
-            second.update(dict.fromkeys(tps, OffsetSpec.max_timestamp()))
-        found, _failed2 = list_offsets(admin, second, batch=self.lag.list_offsets_batch)
-        starts = {tp: pos.offset for tp, pos in found.items() if second[tp] is earliest}
-        local = _heartbeat_ages(layout, found, where_alias(work), now_ms)
-        firsts = self._first_records(work.conf, lagging, starts, ends, errors)
 
-        # Pass 2: new, moving, lagging or not-OK partitions: window, status, a new row.
-        for key, changed in todo.items():
-            connect_cluster, connector = key
-            flow = work.flows[key]
-            health = self._health(connect_cluster, connector)
-            running = health.running if health is not None else False
-            kept = rows[key]
-            unsettled = self._unsettled[key] = set()  # rows to look at again next cycle
-            for tp, end, n, written in changed:
-                start = starts.get(tp)
-                lag = records_lag(end, n, start)
-                first = firsts.get(tp, _UNKNOWN)
-                if first is not _UNKNOWN:
-                    lag = visible_lag(lag, end, None if first is None else first.offset)
-                wkey: WindowKey = (connect_cluster, connector, tp[0], tp[1])
-                last = -1 if n is None else n
-                samples = add_sample(
-                    self.windows.get(wkey, []),
-                    # the sample's lag is the visible lag (markers are not a stall; a partition
-                    # not started lags from its log start, not from 0)
-                    Sample(last, last + 1 + lag, now_ms),
-                    self.lag.window,
-                )
-                self.windows[wkey] = samples
-                status = evaluate(
-                    samples,
-                    lag=lag,
-                    now_ms=now_ms,
-                    running=running,
-                    offset_written_ms=written,
-                    window_ms=self.lag.window,
-                    flush_ms=self.lag.flush_interval,
-                )
-                previous = kept.get(tp)
-                kept[tp] = PartitionLag(
-                    connect_cluster,
-                    connector,
-                    flow.source,
-                    flow.target,
-                    tp[0],
-                    tp[1],
-                    end,
-                    start,
-                    n,
-                    written,
-                    lag,
-                    seconds_lag(
-                        lag, first.timestamp_ms if isinstance(first, Position) else None, now_ms
-                    ),
-                    status,
-                    data_loss=n is not None and start is not None and n + 1 < start,
-                    # same partition, same flow (checked in pass 1): the same label text
-                    labels=previous.labels if previous is not None else "",
-                )
-                if status is not ok or lag:
-                    unsettled.add(tp)
-                elif previous is not None and previous.lag_records:  # caught up: forget its
-                    self._ts_cache.pop((where, tp[0], tp[1]), None)  # first record's timestamp
-        for key, kept in rows.items():
-            if self._rows.get(key) is not kept:
-                self._layout_changed = True
-            self._rows[key] = kept
-        return local
+    def _to_visit(
+        self,
+        work: _SourceWork,
+        key: ConnectorKey,
+        parts: dict[TP, MirrorPosition | None],
+        moved: set[TP],
+    ) -> tuple[dict[TP, PartitionLag], Iterable[TP]]:
+        """A connector's rows kept from the last cycle (updated in place: `_order` refers to
+        them), and the partitions to look at."""
+        flow = work.flows[key]
+        kept = self._rows.get(key)
+        if kept is None or self._sources_of.get(key) != (flow.source, flow.target):
+            # new, or its aliases changed: every row (and label) is rebuilt
+            self._sources_of[key] = (flow.source, flow.target)
+            self._layout_changed = True
+            return {}, parts.keys()
+        gone = kept.keys() - parts.keys()
+        new = parts.keys() - kept.keys()
+        for tp in gone:
+            del kept[tp]
+        if gone or new:
+            self._layout_changed = True
+        again = work.moved.get(key, set()) | self._unsettled.get(key, set())
+        return kept, moved | again | new
+
+    def _pass_two(
+        self,
+        work: _SourceWork,
+        key: ConnectorKey,
+        changed: list[tuple[TP, int, int | None, int | None]],
+        kept: dict[TP, PartitionLag],
+        starts: dict[TP, int],
+        firsts: dict[TP, Any],
+        now_ms: int,
+        where: str,
+    ) -> None:
+        """Window, status and a new row for each partition of one connector that changed."""
+        connect_cluster, connector = key
+        flow = work.flows[key]
+        health = self._health(connect_cluster, connector)
+        running = health.running if health is not None else False
+        unsettled = self._unsettled[key] = set()  # rows to look at again next cycle
+        for tp, end, n, written in changed:
+            start = starts.get(tp)
+            lag = records_lag(end, n, start)
+            first = firsts.get(tp, _UNKNOWN)
+            if first is not _UNKNOWN:
+                lag = visible_lag(lag, end, None if first is None else first.offset)
+            wkey: WindowKey = (connect_cluster, connector, tp[0], tp[1])
+            last = -1 if n is None else n
+            samples = add_sample(
+                self.windows.get(wkey, []),
+                # the sample's lag is the visible lag (markers are not a stall; a partition
+                # not started lags from its log start, not from 0)
+                Sample(last, last + 1 + lag, now_ms),
+                self.lag.window,
+            )
+            self.windows[wkey] = samples
+            status = evaluate(
+                samples,
+                lag=lag,
+                now_ms=now_ms,
+                running=running,
+                offset_written_ms=written,
+                window_ms=self.lag.window,
+                flush_ms=self.lag.flush_interval,
+            )
+            previous = kept.get(tp)
+            kept[tp] = PartitionLag(
+                connect_cluster,
+                connector,
+                flow.source,
+                flow.target,
+                tp[0],
+                tp[1],
+                end,
+                start,
+                n,
+                written,
+                lag,
+                seconds_lag(
+                    lag, first.timestamp_ms if isinstance(first, Position) else None, now_ms
+                ),
+                status,
+                data_loss=n is not None and start is not None and n + 1 < start,
+                # same partition, same flow (checked in pass 1): the same label text
+                labels=previous.labels if previous is not None else "",
+            )
+            if status is not Status.OK or lag:
+                unsettled.add(tp)
+            elif previous is not None and previous.lag_records:  # caught up: forget its
+                self._ts_cache.pop((where, tp[0], tp[1]), None)  # first record's timestamp
 
     def _first_records(
         self,
@@ -521,61 +555,14 @@ class Collector:
         for where, (conf, topics) in sorted(plan.items()):
             try:
                 admin = self._admin(conf)
-                layout = _heartbeat_layout(admin, topics)
+                layout = heartbeat_layout(admin, topics)
                 specs: dict[TP, Any] = {}
                 for *_names, tps in layout:
                     specs.update(dict.fromkeys(tps, OffsetSpec.max_timestamp()))
                 found, _failed = list_offsets(admin, specs)
-                out.extend(_heartbeat_ages(layout, found, next(iter(topics))[1], now_ms))
+                out.extend(heartbeat_ages(layout, found, next(iter(topics))[1], now_ms))
             except Exception as exc:
                 errors[f"heartbeats:{where}"] = str(exc)
-        return out
-
-    def _checkpoint_cycle(self, now_ms: int, errors: dict[str, str]) -> list[CheckpointLag]:
-        out: list[CheckpointLag] = []
-        for flow in self._flows(ConnectorKind.MIRROR_CHECKPOINT):
-            target_conf = self._conf(flow.target, flow.target_bootstrap)
-            source_conf = self._conf(flow.source, flow.source_bootstrap)
-            if target_conf is None or source_conf is None:
-                continue
-            topic = f"{flow.source}{flow.separator}checkpoints.internal"
-            key = (target_conf["bootstrap.servers"], topic)
-            try:
-                tail = self._checkpoint_tails.get(key)
-                if tail is None:
-                    tail = self._checkpoint_tails[key] = Tail(target_conf, topic)
-                latest = self._checkpoints.setdefault(key, {})
-                for msg in tail.read(10.0):
-                    try:
-                        c = cp.decode_checkpoint(msg.key(), msg.value(), msg.timestamp()[1])
-                    except cp.CheckpointError:
-                        continue
-                    latest[(c.group, c.topic, c.partition)] = c
-                committed, failed = group_offsets(
-                    self._admin(source_conf), {g for g, _t, _p in latest}
-                )
-                if failed:
-                    errors[f"group_offsets:{flow.source}"] = next(iter(failed.values()))
-            except Exception as exc:
-                errors[f"checkpoints:{flow.connector}"] = str(exc)
-                continue
-            for (group, downstream, partition), c in sorted(latest.items()):
-                source_topic = cp.upstream_topic(downstream, flow.source, flow.separator)
-                offset = committed.get(group, {}).get((source_topic, partition))
-                out.append(
-                    CheckpointLag(
-                        flow.source,
-                        flow.target,
-                        group,
-                        source_topic,
-                        partition,
-                        c.upstream_offset,
-                        c.downstream_offset,
-                        offset,
-                        cp.checkpoint_age_seconds(offset, c, now_ms),
-                        None if offset is None else cp.reconsume_lower_bound(offset, c),
-                    )
-                )
         return out
 
     def _prune(self) -> None:
@@ -599,36 +586,3 @@ def _admin_client(conf: dict[str, str]) -> Any:
 def where_alias(work: _SourceWork) -> str:
     """The source alias of a source cluster (any of its flows; they agree on the cluster)."""
     return next(iter(work.flows.values())).source
-
-
-_Layout = list[tuple[str | None, str | None, str, list[TP]]]
-
-
-def _heartbeat_layout(admin: Any, replicated: set[tuple[str, str, str]]) -> _Layout:
-    """(source, target, topic, partitions) of replicated heartbeats, then the local one."""
-    layout: _Layout = [
-        (source, target, topic, [(topic, p) for p in topic_partitions(admin, topic)])
-        for source, target, topic in sorted(replicated)
-    ]
-    local = [(HEARTBEATS, p) for p in topic_partitions(admin, HEARTBEATS)]
-    if local:
-        layout.append((None, None, HEARTBEATS, local))
-    return layout
-
-
-def _heartbeat_ages(
-    layout: _Layout, found: Mapping[TP, Position], alias: str, now_ms: int
-) -> list[HeartbeatAge]:
-    return [
-        HeartbeatAge(
-            target or alias, topic, source, target, _newest_age(map(found.get, tps), now_ms)
-        )
-        for source, target, topic, tps in layout
-    ]
-
-
-def _newest_age(positions: Iterable[Position | None], now_ms: int) -> float | None:
-    stamps = [p.timestamp_ms for p in positions if p is not None and p.timestamp_ms >= 0]
-    if not stamps:
-        return None
-    return max(0.0, (now_ms - max(stamps)) / 1000.0)

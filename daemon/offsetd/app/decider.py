@@ -1,0 +1,264 @@
+"""The owner's side of the events topic: frames decided, nudges applied, decisions written.
+
+For each internal record, one connector's (`decide_frame`): a frame of raw records is decoded
+(malformed ones counted, logged, skipped), filtered by the deployment's scope, run through the
+engine on the connector's state, and its decisions written to the audit, awaited, before the
+state is put back once per frame. A nudge brings what was learnt later — an executor's outcome
+(`engine.later.settle`: a decision that did not run gives its limits back) or "this connector's
+metadata is known now" (its deferred events are decided) — so the state keeps one writer.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, cast
+
+from offsetd.app.counters import EventCounters, LaterMetrics
+from offsetd.app.metadata import MetadataReader, Nudge
+from offsetd.app.wiring import Decoder, Wiring
+from offsetd.engine import Decision
+from offsetd.engine.batch import decide_batch
+from offsetd.engine.cache import StateCache
+from offsetd.engine.later import (
+    PENDING_OUTCOMES,
+    OutcomeNews,
+    did_not_run,
+    outcome_news,
+    redecide_deferred,
+    settle,
+)
+from offsetd.engine.state import ConnectorState
+from offsetd.events.decode import Malformed, RawRecord
+from offsetd.events.frames import decode_frame, decode_nudge
+from offsetd.events.models import owner_key
+from offsetd.scope import scope_of, split_owner_key
+
+__all__ = ["FrameDecider"]
+
+log = logging.getLogger("offsetd")
+_CONNECTOR_STATUS = b"status-connector-"
+
+
+class FrameDecider:
+    """Decides what the events topic brings, for the connectors this worker owns."""
+
+    def __init__(
+        self,
+        wiring: Wiring,
+        cache: StateCache,
+        events_name: str,
+        nudge: Nudge,
+        later: LaterMetrics,
+    ) -> None:
+        self.wiring = wiring
+        self.cache = cache
+        self.events_name = events_name
+        self.counters = EventCounters(wiring.metrics)
+        self.later = later
+        self.nudge = nudge
+        self.metadata = MetadataReader(wiring, nudge)
+        self.sources: dict[str, tuple[str, Decoder]] = wiring.source_topics()
+
+    # -- per record ------------------------------------------------------------------------------
+
+    def malformed(self, raw: RawRecord, bad: Malformed) -> None:
+        self.counters.malformed(raw.topic)
+        log.warning("skipped a malformed record: %s", bad)
+
+    def decoder(self, raw: RawRecord) -> Any:
+        found = self.sources.get(raw.topic)
+        if found is None:
+            raise Malformed("not a topic this process reads", raw.topic, raw.partition, raw.offset)
+        cluster, decode = found
+        return decode(cluster, raw)
+
+    def meta_of(self, event: Any) -> Any:
+        return self.wiring.meta.get(event.connect_cluster, event.connector)
+
+    def failed(self, raw: RawRecord, exc: Exception) -> None:
+        # One bad event must not stop the stream: count it, log it, go on.
+        self.counters.malformed(self.events_name)
+        log.error("could not decide on %s; skipped", raw.coordinates, exc_info=exc)
+
+    # -- per frame -------------------------------------------------------------------------------
+
+    async def decide_frame(self, key: str, value: bytes) -> None:
+        """One internal record: a batch of one connector's raw records, in order (or a nudge)."""
+        try:
+            news = decode_nudge(value)  # the first byte tells
+            if news is not None:
+                await self.apply_news(key, news)
+                return
+            records = decode_frame(value)
+        except Malformed as bad:
+            self.counters.malformed(self.events_name)
+            log.warning("skipped a malformed frame for %s: %s", key, bad)
+            return
+        await self._refresh_on_connector_change(records)
+        if await self._out_of_scope(key, len(records)):
+            return
+        now = self.wiring.clock()
+        state = self.cache.get(key)
+        try:
+            applied, decisions = decide_batch(
+                state,
+                records,
+                self.decoder,
+                self.wiring.rules,
+                self.meta_of,
+                lambda _event: now,
+                on_match=self.counters.match,
+                on_event=self.counters.event,
+                on_malformed=self.malformed,
+                on_error=self.failed,
+            )
+            if state.deferred:  # events waiting for this connector's metadata (engine.later)
+                decisions += self.deferred(key, state, now)
+                applied += 1
+        except BaseException:
+            self.cache.forget(key)
+            raise
+        if decisions:
+            await self.decide_all(decisions)
+        if applied:
+            self.cache.put(key, state)  # once per frame, not per event
+
+    async def _refresh_on_connector_change(self, records: list[RawRecord]) -> None:
+        """A connector changed: re-read the metadata (rate-limited)."""
+        for raw in records:
+            if raw.key is not None and raw.key.startswith(_CONNECTOR_STATUS):
+                found = self.sources.get(raw.topic)
+                if found is not None:
+                    await self.wiring.meta.refresh(found[0])
+                return
+
+    async def _out_of_scope(self, key: str, count: int) -> bool:
+        """offsetd.scope: a connector this deployment does not own is dropped here, before the
+        rules (no decision, no audit record, no budget spent), and counted. Labels not known
+        yet (None) are not "out": decided, and the scope guard does not act without them."""
+        cluster, connector = split_owner_key(key)
+        wiring = self.wiring
+        scope = scope_of(wiring.settings.remediation, cluster, wiring.connect.get(cluster))
+        if scope.everything:
+            return False
+        owned = scope.check(connector, None)  # the names, when they decide alone
+        if owned.in_scope is None:  # else its labels do: known, or read now
+            owned = scope.check_meta(connector, await wiring.meta.lookup(cluster, connector))
+        if owned.in_scope is False:
+            wiring.metrics.out_of_scope.labels(cluster).inc(count)
+            return True
+        return False
+
+    def deferred(self, key: str, state: ConnectorState, now: int) -> list[Decision]:
+        """Decide the connector's deferred events if its metadata is known by now; else read
+        it (`MetadataReader`). The wait is never silent: a gauge, and a log line per try."""
+        cluster, connector = state.connect_cluster, state.connector
+        wiring = self.wiring
+        # offsetd.scope: metadata known by now may show that another deployment owns it
+        scope = scope_of(wiring.settings.remediation, cluster, wiring.connect.get(cluster))
+        if scope.check_meta(connector, wiring.meta.peek(cluster, connector)).in_scope is False:
+            wiring.metrics.out_of_scope.labels(cluster).inc(len(state.deferred))
+            state.deferred = []
+        made, expired = redecide_deferred(
+            state, wiring.rules, wiring.meta.peek(cluster, connector), now, self.counters.match
+        )
+        if expired:
+            self.later.waiting_expired.labels(cluster).inc(expired)
+            log.warning(
+                "%d event(s) of %s waited for its metadata past their rules' windows: not decided",
+                expired,
+                key,
+            )
+        self.later.waiting_events.labels(cluster, connector).set(len(state.deferred))
+        if state.deferred:
+            self.metadata.await_meta(key, cluster, connector)
+        return made
+
+    # -- nudges ----------------------------------------------------------------------------------
+
+    async def apply_news(self, key: str, news: dict[str, object]) -> None:
+        """A nudge: an executor's outcome (`settle`) or metadata now known (deferred events)."""
+        state = self.cache.get(key)
+        if not state.connector:
+            return  # nothing was ever decided for it: nothing to give back or to decide
+        now = self.wiring.clock()
+        made: list[Decision] | None
+        try:
+            if news["type"] == "outcome":
+                made = self._settle(state, cast(OutcomeNews, news["outcome"]), now)
+            elif news["type"] == "metadata":
+                made = self.deferred(key, state, now) if state.deferred else None
+            else:
+                log.warning("skipped a nudge of unknown type for %s: %s", key, news["type"])
+                return
+        except BaseException:
+            self.cache.forget(key)
+            raise
+        if made is None:
+            return  # the state is as it was
+        if made:
+            await self.decide_all(made)
+        self.cache.put(key, state)
+
+    def _settle(self, state: ConnectorState, told: OutcomeNews, now: int) -> list[Decision] | None:
+        """An outcome: what it gives back and decides again; None if nothing changed."""
+        held = len(state.held)
+        made = settle(state, told, self.wiring.rules, now)
+        released = did_not_run(told["outcome"], told["would_be"])
+        if not released and held == len(state.held):
+            return None  # it ran, and held nothing back: the state is as it was
+        if released:
+            self.later.releases.labels(told["rule"], told["outcome"]).inc()
+            log.info(
+                "decision %s (%s) did not run (%s): its limits are given back; "
+                "%d decision(s) it held back decided again",
+                told["decision"],
+                told["rule"],
+                told["outcome"],
+                len(made),
+            )
+        return made
+
+    async def report_outcome(self, decision: Decision, outcome: str, extra: dict[str, Any]) -> None:
+        """The executor's outcome of a planned decision, to the connector's owner (this very
+        worker: the executor runs where the decision was made) through the events topic."""
+        if outcome in PENDING_OUTCOMES:
+            return
+        would_be = str(extra["would_be"]) if extra.get("would_be") else None
+        news: dict[str, object] = {
+            "type": "outcome",
+            "outcome": outcome_news(decision, outcome, would_be),
+        }
+        await self.nudge(owner_key(decision.connect_cluster, decision.connector), news)
+
+    def rescan_waiting(self, states: Any) -> None:
+        """States with deferred events and no read of their metadata under way (after a
+        restart, or a read that gave up): read it again."""
+        for key, text in list(states.items()):
+            if not text or '"deferred":[]' in text or self.metadata.reading(key):
+                continue
+            state = self.cache.get(key)
+            if state.deferred:
+                self.later.waiting_events.labels(state.connect_cluster, state.connector).set(
+                    len(state.deferred)
+                )
+                self.metadata.await_meta(key, state.connect_cluster, state.connector)
+
+    # -- the audit -------------------------------------------------------------------------------
+
+    async def decide_all(self, decisions: list[Decision]) -> None:
+        """The one place decisions are written to the audit (and handed on from): a frame's
+        decisions in order, with one wait for all their acknowledgements."""
+        wiring, metrics = self.wiring, self.wiring.metrics
+        records = [decision.audit_record(wiring.rules) for decision in decisions]
+        written = await wiring.audit.write_many(records)
+        for decision, new in zip(decisions, written, strict=True):
+            if new:
+                metrics.audit_writes.labels(decision.outcome).inc()
+                log.info("decision %s: %s", decision.id, decision.summary())
+                if wiring.remediator is not None:
+                    # Enqueue only: remediations run as their own tasks. A replayed decision is
+                    # already in the audit; the remediator's start-up scan resubmits those that
+                    # never got an outcome, so a crash between audit and action loses nothing.
+                    wiring.remediator.submit(decision)
+            metrics.decisions.labels(decision.rule, decision.mode, decision.outcome).inc()
