@@ -12,14 +12,14 @@ from offsetd.config import RemediationSettings
 from offsetd.engine.decision import Decision, DecisionInputs, EventSummary, PlannedAction
 from offsetd.events.models import RecordRef, SourceRecord
 from offsetd.metrics.instruments import REMEDIATION_OUTCOMES, RemediationMetrics
-from offsetd.remediation.control import (
+from offsetd.remediation.control import publish_gauges
+from offsetd.remediation.control_state import (
     Approval,
     ControlState,
     approval_record,
     breaker_record,
     optout_record,
     pause_record,
-    publish_gauges,
     skips_record,
 )
 from offsetd.remediation.guards import (

@@ -19,7 +19,8 @@ from offsetd.cli.output import emit_json, table
 from offsetd.cli.run import config_option
 from offsetd.config import Settings, load_settings
 from offsetd.errors import ConfigError, ControlRefused
-from offsetd.remediation.control import ControlState, ControlStore, current_user
+from offsetd.remediation.control import ControlStore
+from offsetd.remediation.control_state import ControlState, current_user
 
 by_option = click.option(
     "--by", default=None, help="Who is acting, for the record (default: the OS user)."

@@ -47,7 +47,7 @@ from typing import Any, Literal
 
 from offsetd.config import RemediationSettings
 from offsetd.engine.decision import Decision
-from offsetd.remediation.control import ControlRecord, ControlState, breaker_record
+from offsetd.remediation.control_state import ControlRecord, ControlState, breaker_record
 from offsetd.scope import Scope
 
 __all__ = [
