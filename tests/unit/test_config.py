@@ -799,11 +799,6 @@ def test_httpx_options_missing_ca_file_is_a_config_error(tmp_path: Path) -> None
         httpx_options(cluster)
 
 
-def test_the_model_still_gives_the_transport_arguments() -> None:
-    cluster = _connect(tls={"ca_file": certifi.where()})
-    assert cluster.httpx_options() == httpx_options(cluster)
-
-
 def test_tls_only_with_https() -> None:
     with pytest.raises(ValidationError, match="only used with an https"):
         ConnectCluster.model_validate(

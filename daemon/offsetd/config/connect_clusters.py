@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Annotated, Any, Literal, Self
+from typing import Annotated, Literal, Self
 
 from pydantic import AfterValidator, Field, SecretStr, model_validator
 
@@ -100,13 +100,3 @@ class ConnectCluster(ConfigModel):
         if problems:
             raise LocatedError(problems)
         return self
-
-    def httpx_options(self) -> dict[str, Any]:
-        """Keyword arguments for `httpx.Client` / `httpx.AsyncClient` (reads the TLS files).
-
-        Kept for the callers that still ask the model; the arguments are built next to the
-        client, by `offsetd.connect.transport.httpx_options`, which new code calls directly.
-        """
-        from offsetd.connect.transport import httpx_options  # noqa: PLC0415  # layer above
-
-        return httpx_options(self)

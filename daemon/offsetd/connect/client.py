@@ -18,6 +18,8 @@ from urllib.parse import quote
 import httpx
 
 from offsetd.config import ConnectCluster
+from offsetd.connect.offsets import OffsetEntry, entries_from_json
+from offsetd.connect.transport import httpx_options
 from offsetd.errors import (
     ConnectBusy,
     ConnectorNotFound,
@@ -26,7 +28,6 @@ from offsetd.errors import (
     ConnectUnavailable,
     OffsetdError,
 )
-from offsetd.offsets.model import OffsetEntry, entries_from_json
 
 OFFSETS_API_VERSION = (3, 6)
 _LINGERING_SINK_TASKS = "either because its tasks haven't stopped completely yet"
@@ -141,7 +142,7 @@ class ConnectClient:
     @classmethod
     def for_cluster(cls, cluster: ConnectCluster, timeout_s: float = 95.0) -> ConnectClient:
         # Connect bounds its own offset work at 90 s; wait a little longer than that.
-        return cls(httpx.AsyncClient(timeout=timeout_s, **cluster.httpx_options()))
+        return cls(httpx.AsyncClient(timeout=timeout_s, **httpx_options(cluster)))
 
     async def aclose(self) -> None:
         await self._http.aclose()

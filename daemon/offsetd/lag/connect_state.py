@@ -16,6 +16,7 @@ import httpx
 
 from offsetd.config import ConnectCluster
 from offsetd.connect.client import ConnectClient
+from offsetd.connect.transport import httpx_options
 from offsetd.lag.snapshot import ConnectorHealth
 from offsetd.offsets.model import ConnectorKind, connector_kind
 
@@ -72,7 +73,7 @@ def _flow(
 async def read_connect(name: str, cluster: ConnectCluster, timeout_s: float = 15.0) -> ConnectView:
     """Everything lag collection needs from one Connect cluster."""
     view = ConnectView()
-    async with httpx.AsyncClient(timeout=timeout_s, **cluster.httpx_options()) as http:
+    async with httpx.AsyncClient(timeout=timeout_s, **httpx_options(cluster)) as http:
         expanded = await ConnectClient(http).expanded()
         for connector, entry in sorted(expanded.items()):
             info: dict[str, Any] = entry.get("info") or {}

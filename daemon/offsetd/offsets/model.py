@@ -13,14 +13,43 @@ A connector's offsets are a list of (partition map, offset map) pairs, exactly t
 from __future__ import annotations
 
 import enum
-import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-JsonScalar = str | int | float | bool | None
-PartitionMap = dict[str, JsonScalar]
-OffsetMap = dict[str, JsonScalar]
+from offsetd.connect.offsets import (
+    JsonScalar,
+    OffsetEntry,
+    OffsetMap,
+    PartitionMap,
+    entries_from_json,
+    partition_key,
+)
+
+__all__ = [
+    "MIRROR_CHECKPOINT_CLASS",
+    "MIRROR_HEARTBEAT_CLASS",
+    "MIRROR_SOURCE_CLASS",
+    "Change",
+    "ConnectorKind",
+    "DiffLine",
+    "JsonScalar",
+    "OffsetEntry",
+    "OffsetMap",
+    "PartitionMap",
+    "apply_patch",
+    "as_map",
+    "connector_kind",
+    "diff",
+    "entries_from_json",
+    "mirror_partition",
+    "next_offset_of",
+    "offset_for_next",
+    "partition_key",
+    "same_offsets",
+    "sink_partition",
+    "topic_partition_of",
+]
 
 MIRROR_SOURCE_CLASS = "org.apache.kafka.connect.mirror.MirrorSourceConnector"
 MIRROR_CHECKPOINT_CLASS = "org.apache.kafka.connect.mirror.MirrorCheckpointConnector"
@@ -58,35 +87,6 @@ def connector_kind(connector_class: str, connector_type: str) -> ConnectorKind:
     if connector_type == "sink":
         return ConnectorKind.SINK
     return ConnectorKind.SOURCE
-
-
-@dataclass(frozen=True)
-class OffsetEntry:
-    """One partition and its offset; `offset=None` means "remove this partition"."""
-
-    partition: PartitionMap
-    offset: OffsetMap | None
-
-    @property
-    def key(self) -> str:
-        return partition_key(self.partition)
-
-    def as_json(self) -> dict[str, Any]:
-        return {"partition": self.partition, "offset": self.offset}
-
-
-def partition_key(partition: Mapping[str, JsonScalar]) -> str:
-    """A canonical, order-independent identity for a partition map (for diffs and lookups)."""
-    return json.dumps(partition, sort_keys=True, separators=(",", ":"))
-
-
-def entries_from_json(raw: Iterable[Mapping[str, Any]]) -> list[OffsetEntry]:
-    """Entries from Connect's JSON (already validated by the caller or by Connect itself)."""
-    return [OffsetEntry(dict(e["partition"]), _offset_or_none(e.get("offset"))) for e in raw]
-
-
-def _offset_or_none(value: Any) -> OffsetMap | None:
-    return None if value is None else dict(value)
 
 
 def as_map(entries: Iterable[OffsetEntry]) -> dict[str, OffsetEntry]:

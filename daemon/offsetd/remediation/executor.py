@@ -31,6 +31,7 @@ import httpx
 from offsetd.audit import AuditLog, read_records
 from offsetd.config import ConnectCluster, RemediationSettings
 from offsetd.connect.client import ConnectClient, ConnectorState
+from offsetd.connect.transport import httpx_options
 from offsetd.engine import ConnectorMeta, Decision
 from offsetd.errors import OffsetdError
 from offsetd.metrics.instruments import RemediationMetrics
@@ -687,7 +688,7 @@ class Remediator:
         http = httpx.AsyncClient(
             timeout=self.http_timeout_s,
             event_hooks={"response": [on_response]},
-            **cluster.httpx_options(),
+            **httpx_options(cluster),
         )
         client = ConnectClient(http)
         try:

@@ -29,6 +29,7 @@ from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
 from offsetd.config import Settings
+from offsetd.connect.transport import httpx_options
 from offsetd.errors import OffsetdError
 from offsetd.events.models import RecordRef
 from offsetd.remediation.checks import (
@@ -395,7 +396,7 @@ class SagaQuarantine:
             )
         cluster = clusters[connect_cluster]
         try:
-            with httpx.Client(timeout=self._timeout_s, **cluster.httpx_options()) as http:
+            with httpx.Client(timeout=self._timeout_s, **httpx_options(cluster)) as http:
                 response = http.get(f"/connectors/{quote(connector, safe='')}/config")
         except httpx.HTTPError as exc:
             raise QuarantineFailed(
