@@ -67,8 +67,8 @@ from offsetd.events.frames import decode_frame, route_dlq, route_status
 from offsetd.events.models import owner_key
 from offsetd.events.status import decode_status
 from offsetd.ingest import Ingest, Source, ensure_events_topic
-from offsetd.offsets.javahash import java_partition
 from offsetd.offsets.offline import FETCH_TUNING
+from offsetd.offsets.offline.javahash import java_partition
 from offsetd.rules import RuleSet, load_rules
 
 TOPIC = "bench-daemon-copy"

@@ -28,9 +28,9 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, To
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
-from offsetd.offsets.javahash import encode_offset_key, java_partition
 from offsetd.offsets.model import JsonScalar
 from offsetd.offsets.offline import FETCH_TUNING, read_offsets
+from offsetd.offsets.offline.javahash import encode_offset_key, java_partition
 
 TOPIC = "offline-bench-offsets-1m"
 RECORDS = 1_000_000

@@ -27,7 +27,7 @@ from ruamel.yaml import YAML
 
 from offsetd.audit import read_records
 from offsetd.devstack.stack import StackInfo
-from offsetd.offsets.javahash import java_partition
+from offsetd.offsets.offline.javahash import java_partition
 from tests.integration.daemonproc import Daemon, free_port
 from tests.integration.kafkautil import ConnectClient, create_topic, unique, wait_for
 

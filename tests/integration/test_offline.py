@@ -27,7 +27,6 @@ from confluent_kafka.admin import AdminClient
 
 from offsetd.devstack import mm2
 from offsetd.devstack.stack import StackInfo
-from offsetd.offsets import javahash
 from offsetd.offsets.model import (
     MIRROR_CHECKPOINT_CLASS,
     MIRROR_HEARTBEAT_CLASS,
@@ -42,11 +41,12 @@ from offsetd.offsets.offline import (
     OfflineError,
     OfflineRefused,
     check_offline_allowed,
+    javahash,
     read_offsets,
     write_sink_offsets,
     write_source_offsets,
 )
-from offsetd.offsets.offline_plan import builtin_layout
+from offsetd.offsets.offline.plan import builtin_layout
 from tests.integration.extra_worker import ExtraWorker, extra_worker
 from tests.integration.kafkautil import (
     ConnectClient,

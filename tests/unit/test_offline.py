@@ -23,17 +23,6 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from offsetd.devstack.jars import cache_root
-from offsetd.offsets import javahash
-from offsetd.offsets.javahash import (
-    encode_offset_key,
-    encode_offset_value,
-    hashmap_order,
-    hashmap_spread,
-    jackson_string,
-    java_partition,
-    murmur2,
-    string_hash,
-)
 from offsetd.offsets.model import (
     MIRROR_CHECKPOINT_CLASS,
     MIRROR_HEARTBEAT_CLASS,
@@ -44,8 +33,23 @@ from offsetd.offsets.model import (
     partition_key,
     sink_partition,
 )
-from offsetd.offsets.offline import LIVE_TASK_STATES, OfflineRefused, check_offline_allowed
-from offsetd.offsets.offline_plan import (
+from offsetd.offsets.offline import (
+    LIVE_TASK_STATES,
+    OfflineRefused,
+    check_offline_allowed,
+    javahash,
+)
+from offsetd.offsets.offline.javahash import (
+    encode_offset_key,
+    encode_offset_value,
+    hashmap_order,
+    hashmap_spread,
+    jackson_string,
+    java_partition,
+    murmur2,
+    string_hash,
+)
+from offsetd.offsets.offline.plan import (
     FILE_STREAM_SOURCE_CLASS,
     SinkChange,
     builtin_layout,
@@ -53,7 +57,7 @@ from offsetd.offsets.offline_plan import (
     plan_sink_writes,
     plan_source_writes,
 )
-from offsetd.offsets.offline_view import OfflineError, OffsetsView, RawRecord, build_view
+from offsetd.offsets.offline.view import OfflineError, OffsetsView, RawRecord, build_view
 
 # -- Java String.hashCode -----------------------------------------------------------------------
 

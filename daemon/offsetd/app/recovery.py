@@ -19,7 +19,7 @@ from faust.exceptions import ConsumerNotStarted
 from offsetd.app.broker import aiokafka_auth
 from offsetd.app.wiring import Wiring
 from offsetd.events.models import owner_key
-from offsetd.offsets.javahash import murmur2
+from offsetd.offsets.offline.javahash import murmur2
 from offsetd.remediation.dead_members import evict_dead_members
 from offsetd.remediation.executor import Remediator
 

@@ -10,8 +10,9 @@ import click
 from offsetd.cli.common import Target, run_async
 from offsetd.cli.output import emit_json, table
 from offsetd.errors import InvalidDocument, UndoConflict
-from offsetd.offsets import documents, offline, offline_ops
+from offsetd.offsets import documents, offline
 from offsetd.offsets.model import OffsetEntry, as_map, same_offsets
+from offsetd.offsets.offline import ops as offline_ops
 from offsetd.offsets.snapshots import Snapshot
 
 F = Callable[..., Any]

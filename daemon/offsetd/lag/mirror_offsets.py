@@ -15,7 +15,7 @@ import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from offsetd.offsets.offline_view import decode_key, decode_value
+from offsetd.offsets.offline.view import decode_key, decode_value
 
 __all__ = ["MirrorKey", "MirrorOffsets", "Position"]
 

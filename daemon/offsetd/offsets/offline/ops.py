@@ -2,7 +2,7 @@
 from where its offsets live, the write, a read-back, and a snapshot for undo.
 
 Used by `offsetd offsets ... --offline` when the workers are down or older than 3.6. The write
-itself is `offline.write_source_offsets` / `write_sink_offsets`; the gate that refuses while
+itself is `write_source_offsets` / `write_sink_offsets`; the gate that refuses while
 workers run the connector is `offline.check_offline_allowed`.
 """
 
@@ -20,7 +20,7 @@ from confluent_kafka.admin import AdminClient
 
 from offsetd.config import Settings
 from offsetd.errors import ChangeIncomplete, ConfigError, ConnectorNotFound
-from offsetd.offsets import documents, offline
+from offsetd.offsets import documents
 from offsetd.offsets.location import OffsetsLocation, WorkerView, resolve_location
 from offsetd.offsets.model import (
     ConnectorKind,
@@ -31,6 +31,10 @@ from offsetd.offsets.model import (
     same_offsets,
     sink_partition,
 )
+from offsetd.offsets.offline.plan import WriteReport
+from offsetd.offsets.offline.reader import read_offsets
+from offsetd.offsets.offline.view import OffsetsView
+from offsetd.offsets.offline.writer import write_sink_offsets, write_source_offsets
 from offsetd.offsets.snapshots import Snapshot, SnapshotStore, new_snapshot_id
 
 
@@ -58,7 +62,7 @@ class OfflinePlan:
     before: tuple[OffsetEntry, ...]
     patch: tuple[OffsetEntry, ...]
     after: tuple[OffsetEntry, ...]
-    view: offline.OffsetsView | None  # sources: the fresh read the write must reuse keys from
+    view: OffsetsView | None  # sources: the fresh read the write must reuse keys from
 
     def as_json(self) -> dict[str, object]:
         return {
@@ -134,7 +138,7 @@ def plan(
     else:
         topic, cluster = location.offsets_topics[-1]
         conf = cluster.client_config(target.settings) if cluster else target.worker_conf()
-        view = offline.read_offsets(conf, topic, connectors={name})
+        view = read_offsets(conf, topic, connectors={name})
         before = tuple(view.entries(name))
     changes = (
         tuple(OffsetEntry(e.partition, None) for e in before) if patch is None else tuple(patch)
@@ -160,7 +164,7 @@ def execute(
     *,
     key_template: str | None = None,
     now: Callable[[], datetime] = lambda: datetime.now(UTC),
-) -> tuple[str, tuple[OffsetEntry, ...], offline.WriteReport]:
+) -> tuple[str, tuple[OffsetEntry, ...], WriteReport]:
     """Write, read back, and record the change; returns the snapshot id, the after-image, report."""
     snapshot = Snapshot(
         id=new_snapshot_id(now()),
@@ -178,13 +182,13 @@ def execute(
         if location.sink_group is None or location.data_cluster is None:
             raise ConfigError(f"cannot tell where {location.connector}'s consumer group lives")
         conf = location.data_cluster.client_config(settings)
-        report = offline.write_sink_offsets(conf, location.sink_group, list(target.patch))
+        report = write_sink_offsets(conf, location.sink_group, list(target.patch))
         actual = tuple(_group_offsets(location, settings))
     else:
         assert target.view is not None
         topic, cluster = location.offsets_topics[-1]
         conf = cluster.client_config(settings) if cluster else dict(worker_conf)
-        report = offline.write_source_offsets(
+        report = write_source_offsets(
             conf,
             topic,
             target.connector,
@@ -194,9 +198,7 @@ def execute(
             key_template=key_template,
         )
         actual = tuple(
-            offline.read_offsets(conf, topic, connectors={target.connector}).entries(
-                target.connector
-            )
+            read_offsets(conf, topic, connectors={target.connector}).entries(target.connector)
         )
     if not same_offsets(actual, target.after):
         text = (

@@ -13,7 +13,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from offsetd.offsets import javahash
 from offsetd.offsets.model import (
     MIRROR_CHECKPOINT_CLASS,
     MIRROR_HEARTBEAT_CLASS,
@@ -23,7 +22,8 @@ from offsetd.offsets.model import (
     OffsetMap,
     PartitionMap,
 )
-from offsetd.offsets.offline_view import OfflineError, OffsetsView, is_primitive
+from offsetd.offsets.offline import javahash
+from offsetd.offsets.offline.view import OfflineError, OffsetsView, is_primitive
 
 FILE_STREAM_SOURCE_CLASS = "org.apache.kafka.connect.file.FileStreamSourceConnector"
 

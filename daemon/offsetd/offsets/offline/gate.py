@@ -1,0 +1,99 @@
+"""The safety gate run before any offline write: no Connect worker may be running the connector.
+
+A task holds its position in memory and writes it back, so an offline write under a live task
+is lost or, worse, half-applied. The gate asks Connect's REST API (if any worker answers) and
+refuses unless the connector's tasks are all gone, or the operator says the workers are down.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+
+from offsetd.offsets.offline.view import (
+    OfflineError,
+)
+
+LIVE_TASK_STATES = ("RUNNING", "PAUSED", "RESTARTING", "UNASSIGNED")
+
+
+class OfflineRefused(OfflineError):
+    """Offline writes were refused because Connect workers may still be running the connector."""
+
+    exit_code = 14
+
+
+def check_offline_allowed(
+    rest_url: str | None,
+    connector: str,
+    *,
+    force: bool,
+    assume_workers_down: bool,
+    http: httpx.Client | None = None,
+) -> None:
+    """Refuse offline writes while a worker may still run the connector's tasks.
+
+    A worker answering REST with a task of the connector RUNNING (or PAUSED, RESTARTING,
+    UNASSIGNED: such tasks keep their position in memory and write it back) is refused unless
+    `force`. A connector the workers do not know (404), or one with no live task (STOPPED, or
+    only FAILED tasks) is allowed. When no REST URL is known or nothing answers, the caller
+    must vouch with `assume_workers_down`.
+    """
+    if rest_url is None:
+        if not assume_workers_down:
+            raise OfflineRefused(
+                "no Connect REST URL is known, so offsetd cannot check that the workers are "
+                "down; make sure no worker runs, then pass --assume-workers-down"
+            )
+        return
+    url = f"{rest_url.rstrip('/')}/connectors/{quote(connector, safe='')}/status"
+    client = http or httpx.Client(timeout=10.0)
+    try:
+        response = client.get(url)
+    except httpx.TransportError as exc:
+        if assume_workers_down:
+            return
+        raise OfflineRefused(
+            f"no Connect worker answered at {rest_url} ({type(exc).__name__}), which is what "
+            "offline mode expects, but offsetd cannot tell a stopped worker from an unreachable "
+            "one; pass --assume-workers-down once you have checked"
+        ) from None
+    finally:
+        if http is None:
+            client.close()
+    if response.status_code == 404:
+        return
+    tasks = _tasks_of(response)
+    if tasks is None:
+        if force:
+            return
+        raise OfflineRefused(
+            f"a Connect worker at {rest_url} answered {response.status_code} for connector "
+            f"{connector}'s status, and offsetd cannot tell from that whether its tasks run; "
+            "fix access or pass --force"
+        )
+    live = [
+        f"task {t.get('id')} {t.get('state')}" for t in tasks if t.get("state") in LIVE_TASK_STATES
+    ]
+    if live and not force:
+        raise OfflineRefused(
+            f"connector {connector} has live tasks on a running worker ({', '.join(live)}), "
+            "which would overwrite offline offsets: stop the connector (PUT "
+            f"/connectors/{connector}/stop on Connect 3.5+) or its workers, or pass --force"
+        )
+
+
+def _tasks_of(response: httpx.Response) -> list[dict[str, Any]] | None:
+    """The task list of a 200 status answer, or None when the answer says nothing usable."""
+    if response.status_code != 200:
+        return None
+    try:
+        body = response.json()
+    except ValueError:
+        return None
+    tasks = body.get("tasks") if isinstance(body, dict) else None
+    if not isinstance(tasks, list) or not all(isinstance(t, dict) for t in tasks):
+        return None
+    return tasks
