@@ -23,7 +23,13 @@ from offsetd.offsets.model import (
     PartitionMap,
 )
 from offsetd.offsets.offline import javahash
-from offsetd.offsets.offline.view import OfflineError, OffsetsView, is_primitive
+from offsetd.offsets.offline.view import (
+    KeyForm,
+    LogicalPartition,
+    OfflineError,
+    OffsetsView,
+    is_primitive,
+)
 
 FILE_STREAM_SOURCE_CLASS = "org.apache.kafka.connect.file.FileStreamSourceConnector"
 
@@ -201,120 +207,151 @@ def plan_source_writes(
         raise OfflineError("no offsets to write")
     full_class = _full_class(connector_class)
     layout = parse_key_template(key_template) if key_template else builtin_layout(full_class)
-    n = view.partition_count
-    problems = _Problems()
-    planned: list[PlannedRecord] = []
-    warnings: list[str] = []
+    job = _SourceWrites(connector, connector_class, full_class, view, layout)
     seen: set[str] = set()
     for entry in entries:
-        where = json.dumps(entry.partition)
         if entry.key in seen:
-            problems.add(entry.partition, "listed twice")
+            job.problems.add(entry.partition, "listed twice")
             continue
         seen.add(entry.key)
+        job.plan(entry)
+    if job.problems.lines:
+        count = len(job.problems.lines)
+        raise OfflineError(
+            f"refusing to write offsets for connector {connector}: {count} "
+            f"partition{'s' if count > 1 else ''} cannot be written safely; nothing was "
+            "written:\n" + "\n".join(job.problems.lines)
+        )
+    return job.planned, job.warnings
+
+
+@dataclass
+class _SourceWrites:
+    """Planning one connector's source records, entry by entry (see `plan_source_writes`)."""
+
+    connector: str
+    connector_class: str | None
+    full_class: str | None
+    view: OffsetsView
+    layout: KeyLayout | None
+    problems: _Problems = field(default_factory=_Problems)
+    planned: list[PlannedRecord] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+    def plan(self, entry: OffsetEntry) -> None:
         if not all(is_primitive(v) for v in entry.partition.values()):
-            problems.add(entry.partition, "partition values must be primitives")
-            continue
-        why = _offset_problem(full_class, entry)
+            self.problems.add(entry.partition, "partition values must be primitives")
+            return
+        why = _offset_problem(self.full_class, entry)
         if why:
-            problems.add(entry.partition, why)
-            continue
+            self.problems.add(entry.partition, why)
+            return
         try:
             value = javahash.encode_offset_value(entry.offset)
         except javahash.JavaEncodingError as exc:
-            problems.add(entry.partition, str(exc))
-            continue
-        lp = view.lookup(connector, entry.partition)
+            self.problems.add(entry.partition, str(exc))
+            return
+        lp = self.view.lookup(self.connector, entry.partition)
         if lp is not None and lp.conflict:
-            if entry.offset is not None:
-                problems.add(
-                    entry.partition,
-                    "it is stored under more than one key form, so a worker may read either:\n"
-                    f"{lp.describe()}\n  remove it first (write a null offset, which "
-                    "tombstones every form), then write the new offset",
-                )
-                continue
-            for form in lp.forms:
-                if form.offset is not None:
-                    planned.append(
-                        PlannedRecord(
-                            connector,
-                            entry.partition,
-                            None,
-                            form.key,
-                            None,
-                            form.kafka_partition,
-                            "tombstone for a conflicting form",
-                        )
-                    )
-            continue
+            self._conflicting(entry, lp)
+            return
         live = [f for f in lp.forms if f.offset is not None] if lp is not None else []
         if entry.offset is None and not live:
-            warnings.append(f"partition {where} has no stored offset; nothing to remove")
-            continue
+            where = json.dumps(entry.partition)
+            self.warnings.append(f"partition {where} has no stored offset; nothing to remove")
+            return
         stored = live[0] if live else None
         if stored is None and lp is not None and len({f.key for f in lp.forms}) == 1:
             stored = lp.current  # only tombstones, all under one key: reuse those bytes
         if stored is not None:
-            expected = javahash.java_partition(stored.key, n)
-            if stored.offset is not None and stored.kafka_partition != expected:
-                problems.add(
-                    entry.partition,
-                    f"its key is in topic partition {stored.kafka_partition}, but Java's "
-                    f"partitioner puts it in {expected}: it was not written by a Connect "
-                    "worker's producer, and another write would create a conflicting copy",
-                )
-                continue
-            if layout is not None and _encodes_differently(connector, entry, layout, stored.key):
-                warnings.append(
-                    f"partition {where}: the stored key bytes differ from {layout.name}; "
-                    "reusing the stored bytes, which are what the worker has been reading"
-                )
-            planned.append(
-                PlannedRecord(
-                    connector,
-                    entry.partition,
-                    entry.offset,
-                    stored.key,
-                    value,
-                    expected,
-                    "existing key",
-                )
+            self._reuse(entry, stored, value)
+        else:
+            self._new_key(entry, value)
+
+    def _conflicting(self, entry: OffsetEntry, lp: LogicalPartition) -> None:
+        """A partition stored under several key forms: only a null offset, which tombstones
+        every live form, may be written."""
+        if entry.offset is not None:
+            self.problems.add(
+                entry.partition,
+                "it is stored under more than one key form, so a worker may read either:\n"
+                f"{lp.describe()}\n  remove it first (write a null offset, which "
+                "tombstones every form), then write the new offset",
             )
-            continue
+            return
+        for form in lp.forms:
+            if form.offset is not None:
+                self.planned.append(
+                    PlannedRecord(
+                        self.connector,
+                        entry.partition,
+                        None,
+                        form.key,
+                        None,
+                        form.kafka_partition,
+                        "tombstone for a conflicting form",
+                    )
+                )
+
+    def _reuse(self, entry: OffsetEntry, stored: KeyForm, value: bytes | None) -> None:
+        """The key bytes already in the topic, where Java's partitioner puts them."""
+        expected = javahash.java_partition(stored.key, self.view.partition_count)
+        if stored.offset is not None and stored.kafka_partition != expected:
+            self.problems.add(
+                entry.partition,
+                f"its key is in topic partition {stored.kafka_partition}, but Java's "
+                f"partitioner puts it in {expected}: it was not written by a Connect "
+                "worker's producer, and another write would create a conflicting copy",
+            )
+            return
+        layout = self.layout
+        if layout is not None and _encodes_differently(self.connector, entry, layout, stored.key):
+            self.warnings.append(
+                f"partition {json.dumps(entry.partition)}: the stored key bytes differ from "
+                f"{layout.name}; reusing the stored bytes, which are what the worker has been "
+                "reading"
+            )
+        self.planned.append(
+            PlannedRecord(
+                self.connector,
+                entry.partition,
+                entry.offset,
+                stored.key,
+                value,
+                expected,
+                "existing key",
+            )
+        )
+
+    def _new_key(self, entry: OffsetEntry, value: bytes | None) -> None:
+        """A key Connect would write, when the layout of the class's keys is known."""
+        layout = self.layout
         if layout is None:
-            problems.add(
+            connector_class = self.connector_class
+            self.problems.add(
                 entry.partition,
                 "no key for it is stored yet, and the key order of "
                 + (f"class {connector_class}" if connector_class else "this connector's class")
                 + " is unknown: pass --key-template (e.g. a key Connect wrote for another "
                 "partition of this connector)",
             )
-            continue
+            return
         try:
-            key = javahash.encode_offset_key(connector, layout.ordered(entry.partition))
+            key = javahash.encode_offset_key(self.connector, layout.ordered(entry.partition))
         except (ValueError, javahash.JavaEncodingError) as exc:
-            problems.add(entry.partition, f"cannot encode a new key: {exc}")
-            continue
-        planned.append(
+            self.problems.add(entry.partition, f"cannot encode a new key: {exc}")
+            return
+        self.planned.append(
             PlannedRecord(
-                connector,
+                self.connector,
                 entry.partition,
                 entry.offset,
                 key,
                 value,
-                javahash.java_partition(key, n),
+                javahash.java_partition(key, self.view.partition_count),
                 layout.name,
             )
         )
-    if problems.lines:
-        count = len(problems.lines)
-        raise OfflineError(
-            f"refusing to write offsets for connector {connector}: {count} "
-            f"partition{'s' if count > 1 else ''} cannot be written safely; nothing was "
-            "written:\n" + "\n".join(problems.lines)
-        )
-    return planned, warnings
 
 
 # -- planning sink writes -----------------------------------------------------------------------

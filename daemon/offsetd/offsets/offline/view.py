@@ -294,70 +294,25 @@ def build_view(
     read by Connect and is not reported. With `history`, every record is decoded, kept in log
     order (by topic partition, then offset) and every malformed one reported.
     """
+    fold = _Fold(topic, connectors)
     latest: dict[tuple[int, bytes | None], RawRecord] = {}
-    malformed: list[Malformed] = []
     log: list[HistoryRecord] = []
     count = 0
-    keys: dict[bytes | None, tuple[str, PartitionMap] | str] = {}
-
-    def key_of(raw: bytes | None) -> tuple[str, PartitionMap] | str:
-        if raw not in keys:
-            try:
-                keys[raw] = decode_key(raw)
-            except _Bad as bad:
-                keys[raw] = str(bad)
-        return keys[raw]
-
-    def bad(rec: RawRecord, reason: str) -> None:
-        malformed.append(
-            Malformed(topic, rec.kafka_partition, rec.kafka_offset, reason, rec.key, rec.value)
-        )
-
     for rec in records:
         count += 1
         latest[(rec.kafka_partition, rec.key)] = rec
-        if not history:
-            continue
-        decoded = key_of(rec.key)
-        if isinstance(decoded, str):
-            bad(rec, decoded)
-            continue
-        try:
-            offset = decode_value(rec.value)
-        except _Bad as exc:
-            bad(rec, str(exc))
-            continue
-        if connectors is None or decoded[0] in connectors:
-            log.append(
-                HistoryRecord(
-                    rec.kafka_partition,
-                    rec.kafka_offset,
-                    rec.timestamp_ms,
-                    decoded[0],
-                    decoded[1],
-                    offset,
-                )
-            )
+        if history:
+            entry = fold.history_record(rec)
+            if entry is not None:
+                log.append(entry)
 
     found: dict[tuple[str, str], list[tuple[KeyForm, PartitionMap]]] = {}
     for rec in latest.values():
-        decoded = key_of(rec.key)
-        if isinstance(decoded, str):
-            if not history:
-                bad(rec, decoded)
-            continue
-        connector, partition = decoded
-        if connectors is not None and connector not in connectors:
-            continue
-        try:
-            offset = decode_value(rec.value)
-        except _Bad as exc:
-            if not history:
-                bad(rec, str(exc))
-            continue
-        assert rec.key is not None  # a key that decoded is not None
-        form = KeyForm(rec.key, rec.kafka_partition, rec.kafka_offset, rec.timestamp_ms, offset)
-        found.setdefault((connector, partition_key(partition)), []).append((form, partition))
+        # with history, a malformed record was reported when it was read
+        decoded = fold.latest_form(rec, report=not history)
+        if decoded is not None:
+            connector, partition, form = decoded
+            found.setdefault((connector, partition_key(partition)), []).append((form, partition))
 
     by_connector: dict[str, dict[str, LogicalPartition]] = {}
     for (connector, pkey), seen in found.items():
@@ -365,7 +320,7 @@ def build_view(
         by_connector.setdefault(connector, {})[pkey] = LogicalPartition(
             connector, seen[-1][1], tuple(form for form, _ in seen)
         )
-    malformed.sort(key=lambda m: (m.kafka_partition, m.kafka_offset))
+    malformed = sorted(fold.malformed, key=lambda m: (m.kafka_partition, m.kafka_offset))
     log.sort(key=lambda h: (h.kafka_partition, h.kafka_offset))
     return OffsetsView(
         topic=topic,
@@ -376,3 +331,65 @@ def build_view(
         malformed=tuple(malformed),
         history=tuple(log) if history else None,
     )
+
+
+class _Fold:
+    """Decoding records for `build_view`: keys decoded once each, malformed ones collected."""
+
+    def __init__(self, topic: str, connectors: set[str] | None) -> None:
+        self.topic = topic
+        self.connectors = connectors
+        self.malformed: list[Malformed] = []
+        self._keys: dict[bytes | None, tuple[str, PartitionMap] | str] = {}
+
+    def key_of(self, raw: bytes | None) -> tuple[str, PartitionMap] | str:
+        if raw not in self._keys:
+            try:
+                self._keys[raw] = decode_key(raw)
+            except _Bad as bad:
+                self._keys[raw] = str(bad)
+        return self._keys[raw]
+
+    def bad(self, rec: RawRecord, reason: str) -> None:
+        self.malformed.append(
+            Malformed(self.topic, rec.kafka_partition, rec.kafka_offset, reason, rec.key, rec.value)
+        )
+
+    def history_record(self, rec: RawRecord) -> HistoryRecord | None:
+        """The record for the history (None: malformed, reported, or another connector's)."""
+        decoded = self.key_of(rec.key)
+        if isinstance(decoded, str):
+            self.bad(rec, decoded)
+            return None
+        try:
+            offset = decode_value(rec.value)
+        except _Bad as exc:
+            self.bad(rec, str(exc))
+            return None
+        if self.connectors is not None and decoded[0] not in self.connectors:
+            return None
+        return HistoryRecord(
+            rec.kafka_partition, rec.kafka_offset, rec.timestamp_ms, decoded[0], decoded[1], offset
+        )
+
+    def latest_form(
+        self, rec: RawRecord, *, report: bool
+    ) -> tuple[str, PartitionMap, KeyForm] | None:
+        """The key form a latest record stands for (None: malformed, or another connector's)."""
+        decoded = self.key_of(rec.key)
+        if isinstance(decoded, str):
+            if report:
+                self.bad(rec, decoded)
+            return None
+        connector, partition = decoded
+        if self.connectors is not None and connector not in self.connectors:
+            return None
+        try:
+            offset = decode_value(rec.value)
+        except _Bad as exc:
+            if report:
+                self.bad(rec, str(exc))
+            return None
+        assert rec.key is not None  # a key that decoded is not None
+        form = KeyForm(rec.key, rec.kafka_partition, rec.kafka_offset, rec.timestamp_ms, offset)
+        return connector, partition, form
