@@ -188,7 +188,7 @@ def _ctx(store: ControlStore) -> GuardContext:
         control=store.state,
         connector_class="org.apache.kafka.connect.file.FileStreamSinkConnector",
         connector_type="sink",
-        orchestrator="none",
+        offsets_refusal=None,
         failing_connectors=1,
         now_ms=store.now_ms(),
     )

@@ -31,6 +31,7 @@ from offsetd.errors import (
     StrimziManaged,
     UndoConflict,
 )
+from offsetd.offsets.backend import BackendRequest, Timeouts
 from offsetd.offsets.documents import configmap_key, configmap_name
 from offsetd.offsets.model import (
     MIRROR_SOURCE_CLASS,
@@ -40,7 +41,8 @@ from offsetd.offsets.model import (
     partition_key,
     sink_partition,
 )
-from offsetd.offsets.operations import OffsetsService, Outcome, Plan, Timeouts
+from offsetd.offsets.operations import OffsetsService, Outcome, Plan
+from offsetd.offsets.registry import connect_backend_for
 from offsetd.offsets.snapshots import FileSnapshotStore, Snapshot
 
 T = TypeVar("T")
@@ -304,13 +306,14 @@ def make_env(
     http = httpx.AsyncClient(transport=httpx.MockTransport(fake), base_url=BASE)
     client = ConnectClient(http, backoff=Backoff(attempts=3, first_s=0, max_s=0), sleep=_instant)
     store = FileSnapshotStore(tmp_path / "snapshots")
-    service = OffsetsService(
-        client,
-        store,
-        connect_cluster="local",
-        orchestrator=orchestrator,
-        timeouts=timeouts or Timeouts(stop_s=2.0, resume_s=2.0, poll_s=0),
-        now=lambda: datetime.now(UTC),
+    service = connect_backend_for(
+        BackendRequest(
+            "local",
+            orchestrator,
+            client,
+            store,
+            timeouts=timeouts or Timeouts(stop_s=2.0, resume_s=2.0, poll_s=0),
+        )
     )
     return Env(fake, service, store)
 

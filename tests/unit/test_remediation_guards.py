@@ -12,6 +12,7 @@ from offsetd.config import RemediationSettings
 from offsetd.engine.decision import Decision, DecisionInputs, EventSummary, PlannedAction
 from offsetd.events.models import RecordRef, SourceRecord
 from offsetd.metrics.instruments import REMEDIATION_OUTCOMES, RemediationMetrics
+from offsetd.offsets.registry import write_refusal_for
 from offsetd.remediation.control import publish_gauges
 from offsetd.remediation.control_state import (
     Approval,
@@ -88,7 +89,7 @@ def ctx(
         control=state or ControlState(),
         connector_class=connector_class,
         connector_type=connector_type,
-        orchestrator=orchestrator,
+        offsets_refusal=write_refusal_for("local", orchestrator),
         failing_connectors=failing,
         now_ms=NOW,
     )
@@ -554,7 +555,7 @@ def test_the_blast_radius_verdict_names_the_window_and_the_connectors() -> None:
         control=ControlState(),
         connector_class=SINK,
         connector_type="sink",
-        orchestrator="none",
+        offsets_refusal=None,
         failing_connectors=len(names),
         now_ms=NOW,
         failing_names=names,

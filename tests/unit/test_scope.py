@@ -235,7 +235,7 @@ def guard_ctx(
         control=ControlState(),
         connector_class=SINK,
         connector_type="sink",
-        orchestrator="none",
+        offsets_refusal=None,
         failing_connectors=1,
         now_ms=NOW,
         scope=scope,

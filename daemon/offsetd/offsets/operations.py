@@ -1,4 +1,5 @@
-"""The safe sequence for changing a connector's offsets, shared by the CLI and the daemon.
+"""The `rest` offsets backend: the safe sequence for changing a connector's offsets through
+Connect's REST API, shared by the CLI and the daemon.
 
 record the connector's state -> snapshot the offsets (undo image, durable before anything moves)
 -> stop -> wait until STOPPED with no tasks -> PATCH/DELETE -> read back and compare -> restore
@@ -14,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
@@ -25,10 +26,10 @@ from offsetd.errors import (
     ConnectorStateRefused,
     NotStoppedInTime,
     OffsetdError,
-    StrimziManaged,
     UndoConflict,
 )
-from offsetd.offsets import strimzi
+from offsetd.offsets import documents
+from offsetd.offsets.backend import BackendRequest, Feature, Refusal, Timeouts
 from offsetd.offsets.model import (
     ConnectorKind,
     DiffLine,
@@ -44,13 +45,11 @@ from offsetd.offsets.snapshots import Snapshot, SnapshotStore, new_snapshot_id
 CHANGEABLE_STATES = ("RUNNING", "PAUSED", "STOPPED")
 # Changes that wrote offsets (or may have): their before-image is worth restoring.
 UNDOABLE_STATUSES = ("applied", "left-stopped", "restore-failed")
-
-
-@dataclass(frozen=True)
-class Timeouts:
-    stop_s: float = 60.0
-    resume_s: float = 120.0
-    poll_s: float = 0.5
+MM2_OFFSET_SYNCS_NOTE = (
+    "the offset-syncs topic is left alone: writing tombstones into mm2-offset-syncs.*.internal "
+    "breaks MirrorCheckpointConnector, and after a rewind MirrorSourceConnector emits fresh "
+    "syncs for the replayed records itself"
+)
 
 
 @dataclass(frozen=True)
@@ -123,7 +122,9 @@ class Outcome:
 
 
 class OffsetsService:
-    """Plans and executes offset changes on one Connect cluster."""
+    """Plans and executes offset changes on one Connect cluster (the `rest` backend)."""
+
+    name = "rest"
 
     def __init__(
         self,
@@ -131,7 +132,6 @@ class OffsetsService:
         store: SnapshotStore,
         *,
         connect_cluster: str,
-        orchestrator: str = "none",
         timeouts: Timeouts | None = None,
         log: Callable[[str], None] = lambda _msg: None,
         now: Callable[[], datetime] = lambda: datetime.now(UTC),
@@ -139,10 +139,31 @@ class OffsetsService:
         self.client = client
         self.store = store
         self.connect_cluster = connect_cluster
-        self.orchestrator = orchestrator
         self.timeouts = timeouts or Timeouts()
         self.log = log
         self.now = now
+
+    # -- the backend protocol (offsetd.offsets.backend) ----------------------------------------
+
+    def write_refusal(self) -> Refusal | None:
+        return None
+
+    def feature_refusal(self, feature: Feature) -> str | None:
+        return None
+
+    async def list_offsets(self, connectors: Sequence[str]) -> dict[str, list[OffsetEntry]]:
+        await self.client.require_offsets_api()
+        chosen = list(connectors) or await self.client.connector_names()
+        return {name: await self.client.offsets(name) for name in chosen}
+
+    async def plan_document(self, connector: str, entries: list[Any]) -> Plan:
+        kind, _cls, _status = await self.describe(connector)
+        return await self.plan_alter(
+            connector, documents.validate_entries(connector, kind, entries)
+        )
+
+    async def apply(self, plan: Plan) -> Outcome:
+        return await self.execute(plan)
 
     # -- planning -------------------------------------------------------------------------------
 
@@ -216,8 +237,6 @@ class OffsetsService:
     # -- execution ------------------------------------------------------------------------------
 
     async def execute(self, plan: Plan) -> Outcome:
-        if self.orchestrator == "strimzi":
-            raise StrimziManaged(strimzi.refusal(plan))
         if plan.patch == () or (plan.patch is None and not plan.before):
             # Nothing to write (e.g. an exported connector that had no offsets): never stop it.
             return Outcome(plan, "", plan.before, plan.prior_state, "nothing to change")
@@ -506,7 +525,7 @@ def _notes(plan: Plan, operation: str) -> tuple[str, ...]:
             "MirrorSourceConnector offsets are the last replicated source offset: to restart at "
             "source offset N, offsetd writes N-1 (null to restart at the log start)"
         )
-        notes.append(strimzi.MM2_OFFSET_SYNCS_NOTE)
+        notes.append(MM2_OFFSET_SYNCS_NOTE)
     if plan.kind is ConnectorKind.SINK and operation == "reset":
         notes.append(
             "a sink reset deletes the consumer group; the connector then starts from its "
@@ -553,3 +572,14 @@ def three_way_text(
         marker = "  (moved)" if cells[1] != cells[2] else ""
         lines.append(f"{key} | {cells[0]} | {cells[1]} | {cells[2]}{marker}")
     return "\n".join(lines)
+
+
+def rest_backend(request: BackendRequest) -> OffsetsService:
+    """The `rest` backend of a Connect cluster (offsetd.offsets.registry)."""
+    return OffsetsService(
+        request.client,
+        request.store,
+        connect_cluster=request.connect_cluster,
+        timeouts=request.timeouts,
+        log=request.log,
+    )

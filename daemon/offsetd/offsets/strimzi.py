@@ -1,25 +1,54 @@
-"""Strimzi-managed Connect clusters: what offsetd refuses, and the plan it prints instead.
+"""The `strimzi` offsets backend, as it stands: reads through REST, writes refused by hand.
 
 Strimzi drives every connector back to its `spec.state` at each reconcile, so a REST
 stop -> patch -> resume can be torn apart half-way. Until offsetd drives the custom resources
-itself, it refuses to change offsets there and prints the Strimzi way to do the same change.
+itself, this backend lists and plans like the `rest` one, refuses to change offsets (the daemon's
+guards ask `write_refusal`), and gives the Strimzi way to do the same change by hand.
 """
 
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING
 
+from offsetd.errors import StrimziManaged
+from offsetd.offsets.backend import BackendRequest, Refusal
 from offsetd.offsets.documents import configmap_key, configmap_name
+from offsetd.offsets.operations import OffsetsService, Outcome, Plan
 
-if TYPE_CHECKING:
-    from offsetd.offsets.operations import Plan
+__all__ = ["StrimziRefusingBackend", "refusal", "strimzi_backend", "strimzi_refusal"]
 
-MM2_OFFSET_SYNCS_NOTE = (
-    "the offset-syncs topic is left alone: writing tombstones into mm2-offset-syncs.*.internal "
-    "breaks MirrorCheckpointConnector, and after a rewind MirrorSourceConnector emits fresh "
-    "syncs for the replayed records itself"
-)
+
+class StrimziRefusingBackend(OffsetsService):
+    """REST reads and plans; every write refused with the custom-resource steps."""
+
+    name = "strimzi"
+
+    def write_refusal(self) -> Refusal | None:
+        return strimzi_refusal(self.connect_cluster)
+
+    async def execute(self, plan: Plan) -> Outcome:
+        raise StrimziManaged(refusal(plan))
+
+
+def strimzi_refusal(connect_cluster: str) -> Refusal:
+    """What the daemon's guards say before any writing action on such a cluster."""
+    return Refusal(
+        "refused_strimzi",
+        "strimzi",
+        f"Connect cluster {connect_cluster} is managed by Strimzi, which reverts REST changes; "
+        "offsetd has no Strimzi backend yet",
+    )
+
+
+def strimzi_backend(request: BackendRequest) -> StrimziRefusingBackend:
+    """The `strimzi` backend of a Connect cluster (offsetd.offsets.registry)."""
+    return StrimziRefusingBackend(
+        request.client,
+        request.store,
+        connect_cluster=request.connect_cluster,
+        timeouts=request.timeouts,
+        log=request.log,
+    )
 
 
 def refusal(plan: Plan) -> str:

@@ -35,7 +35,9 @@ from offsetd.connect.transport import httpx_options
 from offsetd.engine import ConnectorMeta, Decision
 from offsetd.errors import OffsetdError
 from offsetd.metrics.instruments import RemediationMetrics
-from offsetd.offsets.operations import OffsetsService, Timeouts
+from offsetd.offsets.backend import BackendRequest, Timeouts
+from offsetd.offsets.operations import OffsetsService
+from offsetd.offsets.registry import connect_backend_for, write_refusal_for
 from offsetd.offsets.snapshots import SnapshotStore
 from offsetd.remediation.control import ControlStore
 from offsetd.remediation.guards import (
@@ -251,6 +253,7 @@ class Remediator:
         state = await self.control.acatch_up()
         cluster = self.connect.get(decision.connect_cluster)
         orchestrator = cluster.orchestrator if cluster is not None else "none"
+        offsets_refusal = write_refusal_for(decision.connect_cluster, orchestrator)
         trips = _failure_trigger(decision) and open_breaker_if_recent_skip(
             state,
             self.settings,
@@ -280,7 +283,7 @@ class Remediator:
                 control=state,
                 connector_class=meta.connector_class if meta else None,
                 connector_type=meta.connector_type if meta else None,
-                orchestrator=orchestrator,
+                offsets_refusal=offsets_refusal,
                 failing_connectors=failing,
                 now_ms=self.now_ms(),
                 failing_names=failing_names,
@@ -655,18 +658,20 @@ class Remediator:
 
     def _offsets_service(self, client: ConnectClient, connect_cluster: str) -> OffsetsService:
         cluster = self.connect.get(connect_cluster)
-        return OffsetsService(
-            client,
-            self.snapshots(connect_cluster),
-            connect_cluster=connect_cluster,
-            orchestrator=cluster.orchestrator if cluster is not None else "none",
-            timeouts=Timeouts(
-                stop_s=self.settings.stop_timeout / 1000,
-                resume_s=self.settings.resume_timeout / 1000,
-                # waiting for STOPPED / RUNNING: a GET /status per poll, for a second or two
-                poll_s=0.05,
-            ),
-            log=lambda msg: log.info("%s", msg),
+        return connect_backend_for(
+            BackendRequest(
+                connect_cluster,
+                cluster.orchestrator if cluster is not None else "none",
+                client,
+                self.snapshots(connect_cluster),
+                timeouts=Timeouts(
+                    stop_s=self.settings.stop_timeout / 1000,
+                    resume_s=self.settings.resume_timeout / 1000,
+                    # waiting for STOPPED / RUNNING: a GET /status per poll, for a second or two
+                    poll_s=0.05,
+                ),
+                log=lambda msg: log.info("%s", msg),
+            )
         )
 
     @contextlib.asynccontextmanager

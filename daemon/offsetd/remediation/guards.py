@@ -43,10 +43,11 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from offsetd.config import RemediationSettings
 from offsetd.engine.decision import Decision
+from offsetd.offsets.backend import Refusal
 from offsetd.remediation.control_state import ControlRecord, ControlState, breaker_record
 from offsetd.scope import Scope
 
@@ -128,7 +129,7 @@ class GuardContext:
     control: ControlState
     connector_class: str | None
     connector_type: str | None
-    orchestrator: str
+    offsets_refusal: Refusal | None  # the offsets backend's: why it must not write here
     failing_connectors: int | None
     now_ms: int
     failing_names: tuple[str, ...] = ()
@@ -204,13 +205,10 @@ def _protective(decision: Decision, ctx: GuardContext) -> Verdict | None:
         return None
     settings, state = ctx.settings, ctx.control
     cluster, connector = decision.connect_cluster, decision.connector
-    if ctx.orchestrator == "strimzi":
-        return Verdict(
-            "refused_strimzi",
-            "strimzi",
-            f"Connect cluster {cluster} is managed by Strimzi, which reverts REST changes; "
-            "offsetd has no Strimzi backend yet",
-        )
+    refused = ctx.offsets_refusal
+    if refused is not None:
+        # the backend names its guard (Strimzi's: "strimzi", one of `Guard`)
+        return Verdict(refused.outcome, cast(Guard, refused.guard), refused.detail)
     pause = state.paused
     if pause is not None:
         reason = f": {pause.reason}" if pause.reason else ""

@@ -1,30 +1,37 @@
-"""`offsetd offsets`: list, export, alter, import, reset, undo, history — one safe command each."""
+"""`offsetd offsets alter`, `import`, `reset` and `undo`: planned, shown, then applied safely.
+
+Each command asks its backend (chosen once, `choose.backend_of`) for a plan and applies it
+unless `--dry-run`; a feature the backend does not have (targets, skip-run plans, MM2
+verification offline) is refused before anything is read.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
-import json
 from collections.abc import Awaitable, Callable
-from pathlib import Path
 from typing import Any
 
 import click
 
-from offsetd.cli.common import Target, connect_options, reports_errors, resolve_target, run_async
-from offsetd.cli.offline import (
-    change_offline,
-    list_offline,
-    no_targets_offline,
+from offsetd.cli.common import Target, connect_options, reports_errors
+from offsetd.cli.offsets.choose import (
+    F,
+    backend_of,
     offline_options,
-    undo_offline,
+    rest_backend_of,
+    say,
+    take_offline,
+    target_of,
+    with_client,
 )
-from offsetd.cli.output import emit_json, table
+from offsetd.cli.offsets.present import report
 from offsetd.errors import InvalidDocument
 from offsetd.offsets import documents
+from offsetd.offsets.backend import Feature, OfflineOptions, OffsetsBackend
 from offsetd.offsets.location import resolve_location
 from offsetd.offsets.model import ConnectorKind, OffsetEntry
-from offsetd.offsets.operations import OffsetsService, Outcome, Plan, Timeouts
+from offsetd.offsets.operations import OffsetsService, Outcome, Plan
 from offsetd.offsets.retarget import Selection, target_patch
 from offsetd.offsets.targets import Target as OffsetTarget
 from offsetd.offsets.targets import TargetKind, parse_timestamp
@@ -37,147 +44,12 @@ from offsetd.remediation.skiprun import (
     skip_run_job_of_file,
 )
 
+__all__ = ["alter", "import_", "reset", "undo"]
 
-@click.group()
-def offsets() -> None:
-    """Connector offsets: list, export, alter, import, reset, undo, history."""
-
-
-def _say(message: str) -> None:
-    click.echo(f"[offsetd] {message}", err=True)
+AnyBackend = OffsetsBackend[Any, Any]
 
 
-def _target(**kwargs: Any) -> Target:
-    return resolve_target(**kwargs)
-
-
-def _service(
-    target: Target, stop_timeout: float = 60, resume_timeout: float = 120
-) -> OffsetsService:
-    return OffsetsService(
-        target.client,
-        target.store,
-        connect_cluster=target.name,
-        orchestrator=target.orchestrator,
-        timeouts=Timeouts(stop_s=stop_timeout, resume_s=resume_timeout),
-        log=_say,
-    )
-
-
-_OFFLINE_KEYS = (
-    "offline",
-    "offline_force",
-    "assume_workers_down",
-    "key_template",
-    "connector_type",
-)
-
-
-def _pop_offline(kw: dict[str, Any]) -> dict[str, Any]:
-    """Take the --offline options out of the keyword arguments meant for resolve_target."""
-    taken = {key: kw.pop(key) for key in _OFFLINE_KEYS}
-    taken["force"] = taken.pop("offline_force")
-    return taken
-
-
-def _with_client(target: Target, work: Callable[[], Awaitable[Any]]) -> Any:
-    async def run() -> Any:
-        async with target.client:
-            return await work()
-
-    return run_async(run())
-
-
-# -- list / export ------------------------------------------------------------------------------
-
-
-async def _collect(target: Target, names: list[str]) -> dict[str, list[OffsetEntry]]:
-    client = target.client
-    await client.require_offsets_api()
-    chosen = names or await client.connector_names()
-    return {name: await client.offsets(name) for name in chosen}
-
-
-def _names(connectors: tuple[str, ...], connectors_csv: str | None, all_: bool) -> list[str]:
-    names = list(connectors) + [n.strip() for n in (connectors_csv or "").split(",") if n.strip()]
-    if names and all_:
-        raise click.UsageError("name connectors or use --all, not both")
-    return names
-
-
-@offsets.command("list")
-@click.argument("connectors", nargs=-1)
-@click.option("--connectors", "connectors_csv", default=None, help="Comma-separated names.")
-@click.option("--all", "all_", is_flag=True, help="Every connector (the default with no names).")
-@click.option("--offline", is_flag=True, help="Read the offsets topic directly, not via REST.")
-@click.option(
-    "--from-beginning",
-    is_flag=True,
-    help="--offline: show every record of the offsets topic, in log order.",
-)
-@connect_options
-@reports_errors
-def list_(
-    connectors: tuple[str, ...],
-    connectors_csv: str | None,
-    all_: bool,
-    offline: bool,
-    from_beginning: bool,
-    **kw: Any,
-) -> None:
-    """Show the offsets of one connector, several, or all."""
-    target = _target(**kw)
-    if offline or from_beginning:
-        list_offline(target, _names(connectors, connectors_csv, all_), from_beginning)
-        return
-    found = _with_client(target, lambda: _collect(target, _names(connectors, connectors_csv, all_)))
-    if target.output == "json":
-        emit_json(documents.export_document(found))
-        return
-    rows = [
-        (name, e.partition, e.offset) for name, entries in sorted(found.items()) for e in entries
-    ]
-    click.echo(table(["connector", "partition", "offset"], rows))
-
-
-@offsets.command()
-@click.option("--connectors", "connectors_csv", default=None, help="Comma-separated names.")
-@click.option("--all", "all_", is_flag=True, help="Every connector (the default).")
-@click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(["kip199", "strimzi-configmap"]),
-    default="kip199",
-    show_default=True,
-)
-@click.option(
-    "--out",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=None,
-    help="Write here instead of stdout.",
-)
-@connect_options
-@reports_errors
-def export(connectors_csv: str | None, all_: bool, fmt: str, out: Path | None, **kw: Any) -> None:
-    """Export offsets as KIP-199's document or as Strimzi ConfigMaps."""
-    kw["output"] = "json"
-    target = _target(**kw)
-    found = _with_client(target, lambda: _collect(target, _names((), connectors_csv, all_)))
-    if fmt == "kip199":
-        text = json.dumps(documents.export_document(found), indent=2) + "\n"
-    else:
-        text = documents.configmaps(found)
-    if out is None:
-        click.echo(text, nl=False)
-    else:
-        out.write_text(text)
-        _say(f"wrote offsets of {len(found)} connectors to {out}")
-
-
-# -- changes ------------------------------------------------------------------------------------
-
-
-def _target_options(func: Callable[..., Any]) -> Callable[..., Any]:
+def _target_options(func: F) -> F:
     options = [
         click.option(
             "--to-timestamp",
@@ -206,7 +78,7 @@ def _target_options(func: Callable[..., Any]) -> Callable[..., Any]:
     return func
 
 
-def _change_options(func: Callable[..., Any]) -> Callable[..., Any]:
+def _change_options(func: F) -> F:
     options = [
         click.option(
             "--dry-run", is_flag=True, help="Print the plan and the diff; change nothing."
@@ -250,6 +122,22 @@ def _parse_target(
     return None
 
 
+def _require(backend: AnyBackend, feature: Feature, wanted: bool) -> None:
+    """A feature this backend does not have is refused before anything is read."""
+    why = backend.feature_refusal(feature) if wanted else None
+    if why is None:
+        return
+    if feature == "skip-run":
+        raise click.UsageError(why)
+    raise InvalidDocument(why)
+
+
+def _rest(backend: AnyBackend) -> OffsetsService:
+    """Targets and MM2 checks go through Connect: every backend without REST refused them."""
+    assert isinstance(backend, OffsetsService), backend.name
+    return backend
+
+
 async def _targeted_patch(
     target: Target, service: OffsetsService, connector: str, spec: OffsetTarget, sel: Selection
 ) -> list[OffsetEntry]:
@@ -257,49 +145,21 @@ async def _targeted_patch(
     kind, _cls, _status = await service.describe(connector)
     location = resolve_location(connector, info.config, kind, target.worker, target.settings)
     current = await target.client.offsets(connector)
-    _say(f"{connector}: offsets in {location.describe()}; target: {spec.describe()}")
+    say(f"{connector}: offsets in {location.describe()}; target: {spec.describe()}")
     return await target_patch(kind, info.config, location, current, spec, sel, target.settings)
 
 
 async def _plan_and_run(
-    service: OffsetsService, plans: list[Callable[[], Awaitable[Plan]]], dry_run: bool
-) -> list[Plan | Outcome]:
-    results: list[Plan | Outcome] = []
+    backend: AnyBackend, plans: list[Callable[[], Awaitable[Any]]], dry_run: bool
+) -> list[Any]:
+    results: list[Any] = []
     for make in plans:
         plan = await make()
-        results.append(plan if dry_run else await service.execute(plan))
+        results.append(plan if dry_run else await backend.apply(plan))
     return results
 
 
-def _report(results: list[Plan | Outcome], output: str, dry_run: bool) -> None:
-    if output == "json":
-        emit_json([r.as_json() for r in results])
-        return
-    for result in results:
-        plan = result.plan if isinstance(result, Outcome) else result
-        click.echo(f"{plan.operation} {plan.connector} ({plan.kind}, {plan.prior_state})")
-        for number, step in enumerate(plan.steps(), start=1):
-            click.echo(f"  {number}. {step}")
-        for note in plan.notes:
-            click.echo(f"  note: {note}")
-        rows = [
-            (d.partition, d.before, d.after, d.change) for d in plan.diff if d.change != "unchanged"
-        ]
-        click.echo(
-            table(["partition", "before", "after", "change"], rows) if rows else "  (no change)"
-        )
-        if isinstance(result, Outcome):
-            click.echo(
-                f"done: snapshot {result.snapshot_id}; {plan.connector} is {result.final_state}"
-            )
-            click.echo(f"undo with: offsetd offsets undo {result.snapshot_id}")
-            for warning in result.warnings:
-                click.echo(f"warning: {warning}", err=True)
-        elif dry_run:
-            click.echo("dry run: nothing was changed")
-
-
-@offsets.command()
+@click.command()
 @click.argument("connector")
 @click.option(
     "--file",
@@ -334,39 +194,31 @@ def alter(
         raise click.UsageError(
             "give either --file or one of --to-timestamp/--to-earliest/--to-latest/--shift-by"
         )
-    off = _pop_offline(kw)
-    target = _target(**kw)
+    offline = take_offline(kw, dry_run=dry_run)
+    target = target_of(**kw)
     job = _skip_run_job(file_)
-    if off.pop("offline"):
-        if spec is not None:
-            no_targets_offline()
-        if job is not None:
-            raise click.UsageError(
-                "a skip-run plan is applied online: its runs are quarantined before the patch"
-            )
-        raw = documents.parse_document(file_.read(), connector=connector)[connector]
-        change_offline(target, connector, None, raw_patch=raw, dry_run=dry_run, **off)
-        return
-    service = _service(target, stop_timeout, resume_timeout)
+    backend = backend_of(target, offline, stop_timeout, resume_timeout)
+    _require(backend, "targets", spec is not None)
+    _require(backend, "skip-run", job is not None)
     selection = Selection(topics, partitions, include_uncommitted)
 
-    async def make_plan() -> Plan:
+    async def make_plan() -> Any:
         if spec is not None:
+            service = _rest(backend)
             patch = await _targeted_patch(target, service, connector, spec, selection)
+            plan = await service.plan_alter(connector, patch)
         else:
             raw = documents.parse_document(file_.read(), connector=connector)
-            kind, _cls, _status = await service.describe(connector)
-            patch = documents.validate_entries(connector, kind, raw[connector])
-        plan = await service.plan_alter(connector, patch)
+            plan = await backend.plan_document(connector, raw[connector])
         if job is not None:
             plan = await _quarantine_first(target, job, plan, dry_run)
         return plan
 
-    results = _with_client(target, lambda: _plan_and_run(service, [make_plan], dry_run))
-    _report(results, target.output, dry_run)
+    results = with_client(target, lambda: _plan_and_run(backend, [make_plan], dry_run))
+    report(backend, results, target.output, dry_run)
 
 
-@offsets.command("import")
+@click.command("import")
 @click.argument("source", type=click.File("r"))
 @click.option(
     "--connector",
@@ -392,8 +244,8 @@ def import_(
     """
     job = _skip_run_job(source)
     raw = documents.parse_document(source.read(), connector=connector)
-    target = _target(**kw)
-    service = _service(target, stop_timeout, resume_timeout)
+    target = target_of(**kw)
+    service = rest_backend_of(target, stop_timeout, resume_timeout)
 
     async def validated() -> list[tuple[str, Callable[[], Awaitable[Plan]]]]:
         checked: dict[str, list[OffsetEntry]] = {}
@@ -408,10 +260,10 @@ def import_(
             plan = await make()
             if job is not None and name == job.connector:
                 plan = await _quarantine_first(target, job, plan, dry_run)
-            results.append(plan if dry_run else await service.execute(plan))
+            results.append(plan if dry_run else await service.apply(plan))
         return results
 
-    _report(_with_client(target, run), target.output, dry_run)
+    report(service, with_client(target, run), target.output, dry_run)
 
 
 def _alter_plan(
@@ -447,7 +299,7 @@ async def _quarantine_first(target: Target, job: SkipRunJob, plan: Plan, dry_run
             f"{where} (key {job.key}); nothing is patched unless every copy is acknowledged"
         )
         return dataclasses.replace(plan, notes=(*plan.notes, head, *runs))
-    _say(f"skip-run: copying {job.records:,} records of {len(job.runs)} runs to {where} first")
+    say(f"skip-run: copying {job.records:,} records of {len(job.runs)} runs to {where} first")
     context = quarantine_context(job, target.name)
     try:
         result = await asyncio.to_thread(copier.copy, job, context)
@@ -456,12 +308,12 @@ async def _quarantine_first(target: Target, job: SkipRunJob, plan: Plan, dry_run
             f"the skipped runs of {job.connector} were not all quarantined ({exc}): nothing was "
             "patched; run the import again once that is fixed (copies made are not repeated)"
         ) from None
-    _say(f"skip-run: {result.describe()}")
+    say(f"skip-run: {result.describe()}")
     head = f"skip-run: {result.describe()} before the patch (key {job.key})"
     return dataclasses.replace(plan, notes=(*plan.notes, head, *runs))
 
 
-@offsets.command()
+@click.command()
 @click.argument("connector")
 @click.option(
     "--mm2",
@@ -493,40 +345,38 @@ def reset(
     spec = _parse_target(to_timestamp, to_earliest, to_latest, shift_by)
     if spec is not None and not mm2:
         raise click.UsageError("targets go with `offsets alter`, or with `reset --mm2`")
-    off = _pop_offline(kw)
-    target = _target(**kw)
-    if off.pop("offline"):
-        if spec is not None or mm2:
-            no_targets_offline()
-        change_offline(target, connector, None, raw_patch=None, dry_run=dry_run, **off)
-        return
-    service = _service(target, stop_timeout, resume_timeout)
+    offline = take_offline(kw, dry_run=dry_run)
+    target = target_of(**kw)
+    backend = backend_of(target, offline, stop_timeout, resume_timeout)
+    _require(backend, "targets", spec is not None)
+    _require(backend, "mm2-verify", mm2)
     selection = Selection(topics, partitions, include_uncommitted)
 
-    async def make_plan() -> Plan:
+    async def make_plan() -> Any:
         if mm2:
-            kind, _cls, _status = await service.describe(connector)
+            kind, _cls, _status = await _rest(backend).describe(connector)
             if kind is not ConnectorKind.MIRROR_SOURCE:
                 raise InvalidDocument(
                     f"--mm2: {connector} is a {kind} connector, not MirrorSourceConnector"
                 )
         if spec is not None:
+            service = _rest(backend)
             patch = await _targeted_patch(target, service, connector, spec, selection)
             return await service.plan_alter(connector, patch)
-        return await service.plan_reset(connector)
+        return await backend.plan_reset(connector)
 
-    async def run() -> list[Plan | Outcome]:
-        results = await _plan_and_run(service, [make_plan], dry_run)
+    async def run() -> list[Any]:
+        results = await _plan_and_run(backend, [make_plan], dry_run)
         if mm2 and not dry_run:
             outcome = results[0]
             assert isinstance(outcome, Outcome)
-            await service.verify_replicating(outcome)
+            await _rest(backend).verify_replicating(outcome)
         return results
 
-    _report(_with_client(target, run), target.output, dry_run)
+    report(backend, with_client(target, run), target.output, dry_run)
 
 
-@offsets.command()
+@click.command()
 @click.argument("snapshot_id")
 @click.option("--force", is_flag=True, help="Restore even though the offsets moved since.")
 @click.option(
@@ -546,59 +396,12 @@ def undo(
     **kw: Any,
 ) -> None:
     """Restore the before-image of an earlier change exactly."""
-    offline = kw.pop("offline")
-    target = _target(**kw)
-    if offline:
-        snap = target.store.get(snapshot_id)
-        undo_offline(target, snap, force=force, dry_run=dry_run)
-        return
-    service = _service(target, stop_timeout, resume_timeout)
+    offline = OfflineOptions(dry_run=dry_run) if kw.pop("offline") else None
+    target = target_of(**kw)
+    backend = backend_of(target, offline, stop_timeout, resume_timeout)
 
-    async def make_plan() -> Plan:
-        return await service.plan_undo(snapshot_id, force=force)
+    async def make_plan() -> Any:
+        return await backend.plan_undo(snapshot_id, force=force)
 
-    results = _with_client(target, lambda: _plan_and_run(service, [make_plan], dry_run))
-    _report(results, target.output, dry_run)
-
-
-@offsets.command()
-@click.option("--connector", default=None, help="Only this connector's changes.")
-@click.option("--limit", default=50, show_default=True)
-@connect_options
-@reports_errors
-def history(connector: str | None, limit: int, **kw: Any) -> None:
-    """The changes offsetd made, newest first, with their undo ids."""
-    target = _target(**kw)
-    snaps = target.store.list_info(connector=connector, limit=limit)
-    run_async(target.client.aclose())
-    if target.output == "json":
-        emit_json(
-            [
-                {
-                    "id": s.id,
-                    "created_at": s.created_at.isoformat(),
-                    "connect_cluster": s.connect_cluster,
-                    "connector": s.connector,
-                    "operation": s.operation,
-                    "status": s.status,
-                    "summary": dataclasses.asdict(s.summary),
-                    "message": s.message,
-                    "undo_of": s.undo_of,
-                }
-                for s in snaps
-            ]
-        )
-        return
-    rows = [
-        (
-            s.id,
-            s.created_at.strftime("%Y-%m-%d %H:%M:%S"),
-            s.connector,
-            s.operation,
-            s.status,
-            f"{s.summary.changed} changed, {s.summary.added} added, {s.summary.removed} removed",
-        )
-        for s in snaps
-    ]
-    headers = ["id", "time (utc)", "connector", "operation", "status", "partitions"]
-    click.echo(table(headers, rows))
+    results = with_client(target, lambda: _plan_and_run(backend, [make_plan], dry_run))
+    report(backend, results, target.output, dry_run)
