@@ -45,13 +45,42 @@ script may want to tell apart has its own code::
     └── RewindRefused           exit 55  a rewind action's target or plan does not fit the connector
 
 Messages must be safe to print and log: they never carry secret values.
+
+An error also says whether asking again can help (`retriable`: Connect did not answer, was
+busy, or failed on its side) and, when it came from an HTTP answer, its `status`; retries
+(`offsetd.retry`) read those marks, never the message.
 """
+
+from __future__ import annotations
+
+import copy
+from typing import Self
 
 
 class OffsetdError(Exception):
     """Base class for errors reported to the operator as a message and an exit code."""
 
     exit_code: int = 1
+    retriable: bool = False  # the class's default; an instance may say otherwise
+
+    def __init__(
+        self, message: str = "", *, status: int | None = None, retriable: bool | None = None
+    ) -> None:
+        super().__init__(message)
+        self.status = status  # the HTTP status of the answer this error reports, if any
+        if retriable is not None:
+            self.retriable = retriable
+
+    def reworded(self, message: str) -> Self:
+        """The same error with another message: its class, status and retriable mark kept."""
+        again = copy.copy(self)
+        again.args = (message,)
+        return again
+
+
+def is_retriable(exc: BaseException) -> bool:
+    """Worth asking again (an idempotent call): the error's own mark."""
+    return isinstance(exc, OffsetdError) and exc.retriable
 
 
 class ConfigError(OffsetdError):
@@ -69,6 +98,7 @@ class ConnectorNotFound(OffsetdError):
 
 class ConnectBusy(OffsetdError):
     exit_code = 5
+    retriable = True
 
 
 class NotStoppedInTime(OffsetdError):
@@ -97,6 +127,7 @@ class StrimziManaged(OffsetdError):
 
 class ConnectUnavailable(OffsetdError):
     exit_code = 12
+    retriable = True
 
 
 class ChangeIncomplete(OffsetdError):

@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
-from offsetd.connect.client import Backoff, ConnectClient
+from offsetd.connect.client import ConnectClient
 from offsetd.devstack.faultproxy import (
     NO_ANSWER,
     REBALANCE_409,
@@ -23,6 +23,7 @@ from offsetd.devstack.faultproxy import (
 )
 from offsetd.errors import ConnectUnavailable
 from offsetd.offsets.model import entries_from_json
+from offsetd.retry import Backoff
 from tests.integration.kafkautil import (
     ConnectClient as RestClient,
 )

@@ -8,12 +8,7 @@ from typing import Any, TypeVar
 import httpx
 import pytest
 
-from offsetd.connect.client import (
-    FRAMEWORK_ONLY_PREFIX,
-    Backoff,
-    ConnectClient,
-    ConnectorState,
-)
+from offsetd.connect.client import FRAMEWORK_ONLY_PREFIX, ConnectClient, ConnectorState
 from offsetd.errors import (
     ConnectBusy,
     ConnectorNotFound,
@@ -24,6 +19,7 @@ from offsetd.errors import (
 )
 from offsetd.offsets.model import OffsetEntry
 from offsetd.remediation.guards import count_failing
+from offsetd.retry import Backoff
 
 T = TypeVar("T")
 Handler = Callable[[httpx.Request], httpx.Response]

@@ -14,9 +14,10 @@ from typing import Any, TypeVar
 import httpx
 import pytest
 
-from offsetd.connect.client import Backoff, ConnectClient
+from offsetd.connect.client import ConnectClient
 from offsetd.connect.meta import ConnectorMetaCache
 from offsetd.engine import ConnectorMeta
+from offsetd.retry import Backoff
 
 T = TypeVar("T")
 BASE = "http://connect.test:8083"

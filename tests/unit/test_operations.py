@@ -19,7 +19,7 @@ from urllib.parse import unquote
 import httpx
 import pytest
 
-from offsetd.connect.client import Backoff, ConnectClient
+from offsetd.connect.client import ConnectClient
 from offsetd.errors import (
     ChangeIncomplete,
     ConnectBusy,
@@ -44,6 +44,7 @@ from offsetd.offsets.model import (
 from offsetd.offsets.operations import OffsetsService, Outcome, Plan
 from offsetd.offsets.registry import connect_backend_for
 from offsetd.offsets.snapshots import FileSnapshotStore, Snapshot
+from offsetd.retry import Backoff
 
 T = TypeVar("T")
 

@@ -1,9 +1,14 @@
-"""executor.call_again: which Connect failures are asked again, and how often."""
+"""executor.call_again: which Connect failures are asked again, and how often.
+
+The errors are made the way the Connect client makes them (`error_for_status`): what is asked
+again is decided by their typed mark, so these tests fail if the client marks them wrongly.
+"""
 
 import asyncio
 
 import pytest
 
+from offsetd.connect.client import error_for_status
 from offsetd.errors import (
     ConnectBusy,
     ConnectorNotFound,
@@ -12,6 +17,8 @@ from offsetd.errors import (
     OffsetdError,
 )
 from offsetd.remediation.executor import call_again
+
+URL = "http://c:8083"
 
 
 class Script:
@@ -40,8 +47,9 @@ class Script:
     [
         ConnectUnavailable("Connect at x did not answer (ReadTimeout)"),
         ConnectBusy("Connect kept refusing (409: ...)"),
-        OffsetdError("could not stop the connector for s: Connect answered 503: down"),
-        OffsetdError("could not stop the connector for s: Connect answered 500: Request timed out"),
+        error_for_status(503, "down", "stop the connector", "s", URL),
+        error_for_status(500, "Request timed out", "stop the connector", "s", URL),
+        error_for_status(500, "Request timed out", "alter offsets", "s", URL),
     ],
 )
 def test_a_transient_failure_is_asked_again_after_a_pause(error: OffsetdError) -> None:
@@ -63,6 +71,10 @@ def test_the_last_failure_is_raised_once_the_delays_are_spent() -> None:
     [
         ConnectorNotFound("connector 's' does not exist on Connect at http://c:8083"),
         ConnectorRejected("Connect refused to stop the connector for s: bad request"),
+        error_for_status(404, "not found", "stop the connector", "s", URL),
+        error_for_status(500, "the connector refused", "alter offsets", "s", URL),
+        error_for_status(400, "bad request", "stop the connector", "s", URL),
+        OffsetdError("could not stop the connector for s: Connect answered 503: down"),
     ],
 )
 def test_an_answer_that_will_not_change_is_raised_at_once(error: OffsetdError) -> None:

@@ -18,12 +18,13 @@ import httpx
 import pytest
 
 from offsetd.config import ConnectCluster, ConnectorScope, RemediationSettings, load_settings
-from offsetd.connect.client import Backoff, ConnectClient
+from offsetd.connect.client import ConnectClient
 from offsetd.connect.meta import ConnectorMetaCache
 from offsetd.engine import ConnectorMeta
 from offsetd.errors import ConfigError
 from offsetd.remediation.control_state import ControlState
 from offsetd.remediation.guards import PROCEED, GuardContext, evaluate
+from offsetd.retry import Backoff
 from offsetd.scope import LABEL_PREFIX, Scope, labels_of, scope_of, split_owner_key
 from tests.unit.test_remediation_guards import NOW, SINK, check, decision
 

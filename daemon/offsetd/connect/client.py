@@ -10,7 +10,7 @@ that retrying is safe).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
@@ -28,11 +28,15 @@ from offsetd.errors import (
     ConnectUnavailable,
     OffsetdError,
 )
+from offsetd.retry import Backoff, retry_call
 
 OFFSETS_API_VERSION = (3, 6)
 _LINGERING_SINK_TASKS = "either because its tasks haven't stopped completely yet"
 # Connect's RebalanceNeededException, answered as a 500 right after a config change; retry.
 _REBALANCE_EXPECTED = "because a rebalance is expected"
+# Connect's REST layer gave up waiting for its herder (RestServer's 90 s): the request may still
+# be carried out, so what it did is unknown, not refused.
+REQUEST_TIMED_OUT = "Request timed out"
 FRAMEWORK_ONLY_PREFIX = "The Connect framework-managed offsets"
 
 
@@ -107,21 +111,6 @@ class ConnectorInfo:
             raw.get("type", "unknown"),
             len(raw.get("tasks", [])),
         )
-
-
-@dataclass(frozen=True)
-class Backoff:
-    """Retries for Connect's transient refusals: `attempts` tries, delays doubling to `max_s`."""
-
-    attempts: int = 8
-    first_s: float = 0.5
-    max_s: float = 5.0
-
-    def delays(self) -> Iterable[float]:
-        delay = self.first_s
-        for _ in range(self.attempts - 1):
-            yield delay
-            delay = min(delay * 2, self.max_s)
 
 
 class ConnectClient:
@@ -275,8 +264,10 @@ class ConnectClient:
     async def _call(
         self, method: str, path: str, *, what: str, name: str | None = None, **kwargs: Any
     ) -> httpx.Response:
-        delays = iter(self._backoff.delays())
-        while True:
+        """One request; Connect's transient refusals (409, a rebalance, lingering sink tasks)
+        are asked again with the client's backoff (`offsetd.retry`), then reported busy."""
+
+        async def once() -> httpx.Response:
             try:
                 response = await self._http.request(method, path, **kwargs)
             except httpx.HTTPError as exc:
@@ -287,15 +278,22 @@ class ConnectClient:
                 return response
             message = _error_message(response)
             if _transient(response.status_code, message):
-                delay = next(delays, None)
-                if delay is not None:
-                    await self._sleep(delay)
-                    continue
-                raise ConnectBusy(
-                    f"could not {what}{_for(name)}: Connect kept refusing "
-                    f"({response.status_code}: {message}); retry when the group is stable"
-                )
-            raise _error_for(response.status_code, message, what, name, self.url)
+                raise _Refused(response.status_code, message)
+            raise error_for_status(response.status_code, message, what, name, self.url)
+
+        try:
+            return await retry_call(
+                once,
+                self._backoff.delays(),
+                retriable=lambda exc: isinstance(exc, _Refused),
+                sleep=self._sleep,
+            )
+        except _Refused as refused:
+            raise ConnectBusy(
+                f"could not {what}{_for(name)}: Connect kept refusing "
+                f"({refused.status}: {refused.message}); retry when the group is stable",
+                status=refused.status,
+            ) from None
 
 
 def kafka_version(text: str) -> tuple[int, ...]:
@@ -337,13 +335,38 @@ def _transient(status: int, message: str) -> bool:
     )
 
 
-def _error_for(status: int, message: str, what: str, name: str | None, url: str) -> OffsetdError:
+class _Refused(Exception):
+    """A transient refusal, asked again by `_call` (never leaves this module)."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+def error_for_status(
+    status: int, message: str, what: str, name: str | None, url: str
+) -> OffsetdError:
+    """The error for a failed answer, with its status and whether asking again can help: no
+    answer, busy, or a failure on Connect's side (5xx); an alterOffsets the connector itself
+    refused (500) only when Connect's REST layer merely stopped waiting (the request may
+    still be carried out)."""
     if status == 404 and name is not None:
-        return ConnectorNotFound(f"connector {name!r} does not exist on Connect at {url}")
+        return ConnectorNotFound(
+            f"connector {name!r} does not exist on Connect at {url}", status=status
+        )
     if status in (401, 403):
         return ConnectUnavailable(
-            f"could not {what}: Connect at {url} refused our credentials ({status})"
+            f"could not {what}: Connect at {url} refused our credentials ({status})", status=status
         )
     if status == 500 and what in ("alter offsets", "reset offsets"):
-        return ConnectorRejected(f"Connect refused to {what}{_for(name)}: {message}")
-    return OffsetdError(f"could not {what}{_for(name)}: Connect answered {status}: {message}")
+        return ConnectorRejected(
+            f"Connect refused to {what}{_for(name)}: {message}",
+            status=status,
+            retriable=REQUEST_TIMED_OUT in message,
+        )
+    return OffsetdError(
+        f"could not {what}{_for(name)}: Connect answered {status}: {message}",
+        status=status,
+        retriable=status >= 500,
+    )

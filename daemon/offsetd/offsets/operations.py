@@ -261,7 +261,7 @@ class OffsetsService:
         except OffsetdError as exc:  # nothing was written yet
             restored = await self._restore_quietly(plan)
             await self._record(replace(snapshot, status="failed", message=str(exc)))
-            raise _Aborted(type(exc)(f"{exc}; {restored}; offsets unchanged")) from None
+            raise _Aborted(exc.reworded(f"{exc}; {restored}; offsets unchanged")) from None
         try:
             message = await self.write(plan, snapshot)
         except OffsetdError as exc:
@@ -371,7 +371,7 @@ class OffsetsService:
         if now is not None and same_offsets(now, plan.before):
             restored = await self._restore_quietly(plan)
             await self._record(replace(snapshot, status="failed", message=str(exc)))
-            return type(exc)(f"{exc}; {restored}; offsets unchanged (snapshot {snapshot.id})")
+            return exc.reworded(f"{exc}; {restored}; offsets unchanged (snapshot {snapshot.id})")
         text = (
             f"{exc}; the offsets of {plan.connector} "
             f"{'could not be read back' if now is None else 'changed nonetheless'}, so the "

@@ -68,8 +68,8 @@ from offsetd.remediation.skip import (
     SkipResult,
     SkipSaga,
     SkipTimings,
-    retry_idempotent,
 )
+from offsetd.retry import retry_call
 from offsetd.scope import labels_of, scope_of
 
 log = logging.getLogger("offsetd.remediation")
@@ -725,16 +725,20 @@ class Remediator:
         samples: list[StatusSample] = []
         if self.failures is not None:
             read = self.failures
-            for attempt, delay in enumerate((*self.retry_delays_s, None)):
-                try:
-                    samples = await asyncio.to_thread(read, name, now - within)
-                    break
-                except OffsetdError as exc:
-                    if delay is None:
-                        log.warning("could not read recent failures of %s: %s", name, exc)
-                        return None, ()
-                    log.warning("could not read recent failures (%s); try %d", exc, attempt + 2)
-                    await asyncio.sleep(delay)
+
+            def said(exc: Exception, attempt: int, _delay: float) -> None:
+                log.warning("could not read recent failures (%s); try %d", exc, attempt + 2)
+
+            try:  # the status topic: any failure to read it to its end is worth a second look
+                samples = await retry_call(
+                    lambda: asyncio.to_thread(read, name, now - within),
+                    self.retry_delays_s,
+                    retriable=lambda exc: isinstance(exc, OffsetdError),
+                    before_retry=said,
+                )
+            except OffsetdError as exc:
+                log.warning("could not read recent failures of %s: %s", name, exc)
+                return None, ()
         names = failing_within(
             samples, now, within, existing=set(expanded), failing=failing_now(expanded)
         )
@@ -826,11 +830,10 @@ async def call_again(
     """`call` (idempotent), tried again after each of `delays_s` when Connect did not answer,
     was busy or failed on its side; any other error is raised at once, the last one too."""
 
-    async def pause(error: OffsetdError, attempt: int) -> None:
-        log.warning("could not %s (%s); trying again in %g s", what, error, delays_s[attempt])
-        await sleep(delays_s[attempt])
+    def said(error: Exception, _attempt: int, delay: float) -> None:
+        log.warning("could not %s (%s); trying again in %g s", what, error, delay)
 
-    return await retry_idempotent(call, len(delays_s) + 1, pause)
+    return await retry_call(call, delays_s, before_retry=said, sleep=sleep)
 
 
 def _restarting(state: ConnectorState) -> list[str]:

@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import re
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
@@ -48,8 +47,6 @@ from typing import Any, NoReturn, Protocol, TypeVar
 from offsetd.connect.client import FRAMEWORK_ONLY_PREFIX, ConnectClient, ConnectorState
 from offsetd.errors import (
     ChangeIncomplete,
-    ConnectBusy,
-    ConnectUnavailable,
     OffsetdError,
 )
 from offsetd.offsets.model import (
@@ -67,6 +64,7 @@ from offsetd.offsets.operations import OffsetsService, Plan
 from offsetd.offsets.snapshots import Snapshot
 from offsetd.remediation import faults
 from offsetd.remediation.sagas import SagaRecord, SagaStore, Status
+from offsetd.retry import doubling, retry_call
 
 log = logging.getLogger("offsetd.remediation")
 T = TypeVar("T")
@@ -310,7 +308,7 @@ class SkipSaga:
                     f"the PATCH of {plan.connector} failed ({error}) and its offsets are now "
                     "neither the before-image nor the target",
                 )
-            if not retriable(error) or attempt == timings.max_retries:
+            if not error.retriable or attempt == timings.max_retries:
                 if same_offsets(now, plan.before):
                     await self.ctx.offsets.record_outcome(snapshot, "failed", now, str(error))
                     raise await self._rollback(
@@ -521,31 +519,33 @@ class SkipSaga:
 
     async def _retrying(self, step: str, call: Callable[[], Awaitable[T]]) -> T:
         """An idempotent call: Connect not answering, still busy after the client's own
-        retries, or answering a 5xx: try again, within `max_retries`."""
-        delay = self.ctx.timings.retry_first_s
-
-        async def pause(error: OffsetdError, attempt: int) -> None:
-            nonlocal delay
-            delay = await self._pause_before_retry(step, error, attempt, delay)
-
-        return await retry_idempotent(call, self.ctx.timings.max_retries + 1, pause)
-
-    async def _pause_before_retry(
-        self, what: str, error: OffsetdError, attempt: int, delay: float
-    ) -> float:
-        """Log the failed attempt, wait `delay`; returns the next (doubled, capped) delay."""
+        retries, or answering a 5xx: try again, within `max_retries` (`offsetd.retry`)."""
         timings = self.ctx.timings
+
+        def said(error: Exception, attempt: int, delay: float) -> None:
+            self._say_retry(step, error, attempt, delay)
+
+        delays = doubling(timings.retry_first_s, timings.retry_max_s, timings.max_retries)
+        return await retry_call(call, delays, before_retry=said)
+
+    def _say_retry(self, what: str, error: Exception, attempt: int, delay: float) -> None:
         log.warning(
             "%s: %s failed (%s); retry %d of %d in %.0f s",
             self.record.key,
             what,
             error,
             attempt + 1,
-            timings.max_retries,
+            self.ctx.timings.max_retries,
             delay,
         )
+
+    async def _pause_before_retry(
+        self, what: str, error: OffsetdError, attempt: int, delay: float
+    ) -> float:
+        """Log the failed attempt, wait `delay`; returns the next (doubled, capped) delay."""
+        self._say_retry(what, error, attempt, delay)
         await asyncio.sleep(delay)
-        return min(delay * 2, timings.retry_max_s)
+        return min(delay * 2, self.ctx.timings.retry_max_s)
 
     def _where(self) -> str:
         t = self.target
@@ -576,37 +576,6 @@ class SkipSaga:
             verify_failed=bool(esc and esc.verify_failed),
             stopped_s=stopped_s,
         )
-
-
-_SERVER_ERROR = re.compile(r"Connect answered 5\d\d\b")
-# Connect's REST layer gave up waiting for its herder (RestServer's 90 s): the request may still
-# be carried out, so what it did is unknown, not refused.
-_REQUEST_TIMED_OUT = "Request timed out"
-
-
-async def retry_idempotent(
-    call: Callable[[], Awaitable[T]],
-    attempts: int,
-    pause: Callable[[OffsetdError, int], Awaitable[None]],
-) -> T:
-    """`call` (idempotent) up to `attempts` times: after a `retriable` failure, `pause(error,
-    attempt)` and again; any other failure, and the last, is raised."""
-    for attempt in range(attempts):
-        try:
-            return await call()
-        except OffsetdError as exc:
-            if attempt == attempts - 1 or not retriable(exc):
-                raise
-            await pause(exc, attempt)
-    raise AssertionError("unreachable")
-
-
-def retriable(exc: OffsetdError) -> bool:
-    """Worth trying again (for an idempotent call): no answer, busy, or a server-side 5xx."""
-    if isinstance(exc, (ConnectUnavailable, ConnectBusy)):
-        return True
-    text = str(exc)
-    return _REQUEST_TIMED_OUT in text or _SERVER_ERROR.search(text) is not None
 
 
 class _Escalate(Exception):
