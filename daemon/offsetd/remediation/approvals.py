@@ -1,0 +1,56 @@
+"""Decisions waiting for an operator's approval, and the loop that hands them on once decided.
+
+The approval itself lives in the control topic (`offsetd approve` / `reject` from any shell);
+only the decision is in this process's memory, so after a restart the executor fills it again
+from the audit (`offsetd.remediation.recovery`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+
+from offsetd.engine import Decision
+from offsetd.errors import OffsetdError
+from offsetd.remediation.control import ControlStore
+
+__all__ = ["ApprovalWatch"]
+
+log = logging.getLogger("offsetd.remediation")
+
+
+class ApprovalWatch:
+    def __init__(self) -> None:
+        self.waiting: dict[str, Decision] = {}
+
+    def wait_for(self, decision: Decision) -> None:
+        self.waiting[decision.id] = decision
+
+    def wait_again(self, decision: Decision) -> None:
+        """A decision an earlier life of the daemon was waiting for (kept if already here)."""
+        self.waiting.setdefault(decision.id, decision)
+
+    async def run(
+        self,
+        control: ControlStore,
+        poll_s: Callable[[], float],
+        decided: Callable[[Decision], None],
+    ) -> None:
+        """Every `poll_s()`: hand each decision whose approval was given or refused to
+        `decided` (its handling again, on purpose: the answer is the new input)."""
+        while True:
+            await asyncio.sleep(poll_s())
+            try:
+                state = await control.acatch_up()
+            except OffsetdError as exc:
+                log.warning("could not read approvals: %s", exc)
+                continue
+            for decision_id in list(self.waiting):
+                approval = state.approval(decision_id)
+                if approval is None or approval.status == "pending":
+                    continue
+                decision = self.waiting.pop(decision_id, None)
+                if decision is not None:
+                    log.info("decision %s was %s; handling it", decision_id, approval.status)
+                    decided(decision)
