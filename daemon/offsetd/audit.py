@@ -19,6 +19,8 @@ from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartit
 from offsetd.errors import OffsetdError
 from offsetd.topics import ensure_compacted_topic
 
+__all__ = ["DEFAULT_TOPIC", "AuditError", "AuditLog", "ensure_topic", "read_records"]
+
 DEFAULT_TOPIC = "offsetd.audit"
 
 

@@ -56,6 +56,26 @@ from __future__ import annotations
 import copy
 from typing import Self
 
+__all__ = [
+    "ChangeIncomplete",
+    "ConfigError",
+    "ConnectBusy",
+    "ConnectTooOld",
+    "ConnectUnavailable",
+    "ConnectorNotFound",
+    "ConnectorRejected",
+    "ConnectorStateRefused",
+    "ControlRefused",
+    "ControlStoreUnavailable",
+    "InvalidDocument",
+    "NotStoppedInTime",
+    "OffsetdError",
+    "StrimziManaged",
+    "TargetOutOfRange",
+    "UndoConflict",
+    "is_retriable",
+]
+
 
 class OffsetdError(Exception):
     """Base class for errors reported to the operator as a message and an exit code."""

@@ -11,6 +11,8 @@ from confluent_kafka.cimpl import NewTopic
 
 from offsetd.errors import OffsetdError
 
+__all__ = ["ensure_compacted_topic"]
+
 
 def ensure_compacted_topic(
     conf: Mapping[str, str],

@@ -10,6 +10,7 @@ from __future__ import annotations
 import difflib
 import importlib
 import inspect
+import json
 import os
 import pkgutil
 import re
@@ -62,6 +63,22 @@ def _tree(command: click.Command, path: str) -> list[str]:
 
 def test_the_cli_command_tree_is_pinned() -> None:
     _check_pin("cli_tree.txt", "\n".join(_tree(main, "offsetd")) + "\n")
+
+
+def test_every_module_declares_what_it_exports() -> None:
+    missing = [m.__name__ for m in _modules() if not hasattr(m, "__all__")]
+    assert missing == [], f"modules without __all__: {missing}"
+    unknown = {
+        m.__name__: [n for n in m.__all__ if not hasattr(m, n)]
+        for m in _modules()
+        if any(not hasattr(m, n) for n in m.__all__)
+    }
+    assert unknown == {}, f"__all__ names a module does not have: {unknown}"
+
+
+def test_the_exported_names_are_pinned() -> None:
+    exported = {m.__name__: sorted(m.__all__) for m in _modules() if hasattr(m, "__all__")}
+    _check_pin("exports.json", json.dumps(exported, indent=1, sort_keys=True) + "\n")
 
 
 def _error_classes() -> set[type[errors.OffsetdError]]:

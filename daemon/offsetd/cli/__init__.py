@@ -23,6 +23,8 @@ from offsetd.cli.rewind import rewind
 from offsetd.cli.rules import rules
 from offsetd.cli.run import history, run
 
+__all__ = ["main"]
+
 
 @click.group()
 @click.version_option(__version__, prog_name="offsetd")

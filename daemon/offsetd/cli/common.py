@@ -25,6 +25,8 @@ from offsetd.offsets.snapshots import (
     default_file_store,
 )
 
+__all__ = ["F", "T", "Target", "connect_options", "reports_errors", "resolve_target", "run_async"]
+
 F = TypeVar("F", bound=Callable[..., Any])
 T = TypeVar("T")
 

@@ -10,6 +10,8 @@ from ruamel.yaml import YAML
 from offsetd.config import CONFIG_PATH_ENV_VAR, DEFAULT_CONFIG_PATH, Settings, load_settings
 from offsetd.errors import ConfigError
 
+__all__ = ["check", "config", "show"]
+
 _config_option = click.option(
     "--config",
     "config_path",

@@ -22,6 +22,25 @@ from offsetd.errors import ConfigError, ControlRefused
 from offsetd.remediation.control import ControlStore
 from offsetd.remediation.control_state import ControlState, current_user
 
+__all__ = [
+    "approvals",
+    "approve",
+    "automation",
+    "automation_status",
+    "breaker",
+    "breaker_list",
+    "breaker_reset",
+    "by_option",
+    "cluster_option",
+    "opt_in",
+    "opt_out",
+    "output_option",
+    "pause",
+    "reject",
+    "resume_automation",
+    "status_document",
+]
+
 by_option = click.option(
     "--by", default=None, help="Who is acting, for the record (default: the OS user)."
 )

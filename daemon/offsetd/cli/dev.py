@@ -20,6 +20,8 @@ from offsetd.devstack.demo import run_demo
 from offsetd.devstack.errors import DevStackError
 from offsetd.devstack.stack import Stack, StackInfo
 
+__all__ = ["default_run_dir", "demo", "dev", "down", "env", "run_dir_option", "up"]
+
 
 def default_run_dir() -> Path:
     return Path(os.environ.get("OFFSETD_DEV_DIR", ".offsetd/dev"))

@@ -16,6 +16,8 @@ from offsetd.lag.exporter import LagExporter
 from offsetd.lag.server import metrics_server
 from offsetd.lag.snapshot import Snapshot
 
+__all__ = ["config_option", "lag", "serve", "state_option"]
+
 config_option = click.option(
     "--config",
     "config_path",

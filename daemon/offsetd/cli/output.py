@@ -8,6 +8,8 @@ from typing import Any
 
 import click
 
+__all__ = ["emit_json", "table"]
+
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     cells = [[_cell(v) for v in row] for row in rows]

@@ -16,6 +16,8 @@ from offsetd.config import load_settings
 from offsetd.remediation.quarantine import read_quarantined
 from offsetd.remediation.quarantine_format import QuarantinedRecord
 
+__all__ = ["PREVIEW_CHARS", "as_json", "list_", "quarantine"]
+
 PREVIEW_CHARS = 60
 
 

@@ -21,6 +21,8 @@ from offsetd.offsets.rewind_plan import Mode, render_summary, write_plan
 from offsetd.offsets.targets import parse_timestamp
 from offsetd.spark.errors import SparkJobFailed
 
+__all__ = ["plan", "rewind"]
+
 
 @click.group()
 def rewind() -> None:

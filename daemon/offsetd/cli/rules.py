@@ -16,6 +16,8 @@ from offsetd.rules.schema import rules_file_schema
 from offsetd.ruletest import TestEvent, build_events, event_errors, format_result, run_test_file
 from offsetd.yamlerrors import YamlFileError, format_errors, plain, read_yaml
 
+__all__ = ["check", "explain", "rules", "schema", "test_"]
+
 
 @click.group("rules")
 def rules() -> None:

@@ -19,6 +19,15 @@ from offsetd.config import DEFAULT_CONFIG_PATH, Settings, load_settings
 from offsetd.connect.client import ConnectClient
 from offsetd.errors import ConfigError, OffsetdError
 
+__all__ = [
+    "ClusterMismatch",
+    "check_cluster_ids",
+    "config_option",
+    "history",
+    "history_row",
+    "run",
+]
+
 config_option = click.option(
     "--config",
     "config_path",

@@ -1,1 +1,3 @@
 """Kafka Connect's REST API, as offsetd uses it."""
+
+__all__: list[str] = []

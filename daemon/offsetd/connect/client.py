@@ -30,6 +30,18 @@ from offsetd.errors import (
 )
 from offsetd.retry import Backoff, retry_call
 
+__all__ = [
+    "FRAMEWORK_ONLY_PREFIX",
+    "OFFSETS_API_VERSION",
+    "REQUEST_TIMED_OUT",
+    "ConnectClient",
+    "ConnectorInfo",
+    "ConnectorState",
+    "TaskState",
+    "error_for_status",
+    "kafka_version",
+]
+
 OFFSETS_API_VERSION = (3, 6)
 _LINGERING_SINK_TASKS = "either because its tasks haven't stopped completely yet"
 # Connect's RebalanceNeededException, answered as a 500 right after a config change; retry.

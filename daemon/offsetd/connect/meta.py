@@ -33,6 +33,8 @@ from offsetd.engine import ConnectorMeta
 from offsetd.errors import ConnectorNotFound, OffsetdError
 from offsetd.scope import labels_of
 
+__all__ = ["ConnectorMetaCache"]
+
 log = logging.getLogger("offsetd.meta")
 
 

@@ -13,6 +13,16 @@ import httpx
 from offsetd.devstack.errors import DevStackError
 from offsetd.devstack.ports import HOST
 
+__all__ = [
+    "JSON_CONVERTER",
+    "REQUIRED_PLUGINS",
+    "ConnectRest",
+    "WorkerGroup",
+    "failure",
+    "is_ready",
+    "running",
+]
+
 JSON_CONVERTER = "org.apache.kafka.connect.json.JsonConverter"
 
 # Plugins the stack promises; each must be loaded exactly once (no classpath + plugin.path twice).

@@ -31,6 +31,8 @@ from offsetd.devstack.ports import free_ports
 from offsetd.devstack.stack import Stack, StackInfo
 from offsetd.remediation.quarantine import read_quarantined
 
+__all__ = ["AUDIT_TOPIC", "QUARANTINE_TOPIC", "run_demo"]
+
 TOPIC, DLQ = "demo-orders", "demo-orders-dlq"
 AUDIT_TOPIC = "offsetd.audit"
 QUARANTINE_TOPIC = "offsetd.quarantine"

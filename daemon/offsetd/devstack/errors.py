@@ -2,6 +2,8 @@
 
 from offsetd.errors import OffsetdError
 
+__all__ = ["DevStackError"]
+
 
 class DevStackError(OffsetdError):
     """The local stack could not be fetched, started, or stopped."""

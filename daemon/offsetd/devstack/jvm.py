@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+__all__ = ["LOG4J2_PROPERTIES", "java_command", "render_properties", "write_log_config"]
+
 LOG4J2_PROPERTIES = """\
 status = warn
 appender.console.type = Console

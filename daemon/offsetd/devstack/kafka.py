@@ -15,6 +15,8 @@ from offsetd.devstack.errors import DevStackError
 from offsetd.devstack.jvm import java_command, render_properties, write_log_config
 from offsetd.devstack.ports import HOST
 
+__all__ = ["KafkaNode", "is_ready", "new_cluster_id", "prepare"]
+
 
 def new_cluster_id() -> str:
     """A KRaft cluster id as Kafka's Uuid prints it: URL-safe base64 of 16 random bytes.

@@ -13,6 +13,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+__all__ = [
+    "AUDIT_CONNECTOR",
+    "AUDIT_GROUP",
+    "BYTES",
+    "CHECKPOINT_CONNECTOR",
+    "HEARTBEATS_TOPIC",
+    "HEARTBEAT_CONNECTOR",
+    "SOURCE",
+    "SOURCE_CONNECTOR",
+    "TARGET",
+    "Mm2Set",
+]
+
 BYTES = "org.apache.kafka.connect.converters.ByteArrayConverter"
 SOURCE = "east"
 TARGET = "west"

@@ -7,6 +7,8 @@ from contextlib import ExitStack
 
 from offsetd.devstack.errors import DevStackError
 
+__all__ = ["HOST", "check_bindable", "free_ports"]
+
 HOST = "127.0.0.1"
 
 

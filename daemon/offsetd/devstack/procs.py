@@ -19,6 +19,8 @@ from pathlib import Path
 
 import psutil
 
+__all__ = ["ProcessRecord", "exited", "load", "save", "spawn", "stop"]
+
 _START_TIME_TOLERANCE_S = 0.05
 
 

@@ -24,6 +24,8 @@ from offsetd.devstack.jars import ensure_kafka_jars, java_executable
 from offsetd.devstack.jvm import java_command, render_properties, write_log_config
 from offsetd.devstack.ports import HOST, check_bindable, free_ports
 
+__all__ = ["CONNECT_CLUSTER_NAME", "Stack", "StackInfo"]
+
 CONNECT_CLUSTER_NAME = "local"
 _PORTS_PER_KAFKA = 2
 

@@ -13,6 +13,23 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+__all__ = [
+    "TRACE_HEAD_CHARS",
+    "ConnectorStatusEvent",
+    "DlqRecordEvent",
+    "ErrorInfo",
+    "Event",
+    "EventKind",
+    "JsonScalar",
+    "RecordRef",
+    "SourceOffsetEvent",
+    "SourceRecord",
+    "TaskStatusEvent",
+    "TopicStatusEvent",
+    "error_from_trace",
+    "owner_key",
+]
+
 JsonScalar = str | int | float | bool | None
 
 

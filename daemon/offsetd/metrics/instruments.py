@@ -9,6 +9,8 @@ from dataclasses import dataclass
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+__all__ = ["REMEDIATION_OUTCOMES", "DaemonMetrics", "RemediationMetrics"]
+
 
 @dataclass(frozen=True)
 class DaemonMetrics:

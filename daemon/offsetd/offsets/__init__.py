@@ -3,3 +3,5 @@
 One library for the CLI (`offsetd offsets ...`) and the daemon; the daemon has no second way of
 changing offsets.
 """
+
+__all__: list[str] = []

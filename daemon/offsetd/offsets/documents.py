@@ -20,6 +20,17 @@ from ruamel.yaml.error import YAMLError
 from offsetd.errors import InvalidDocument
 from offsetd.offsets.model import ConnectorKind, JsonScalar, OffsetEntry
 
+__all__ = [
+    "CONFIGMAP_KEY",
+    "configmap_key",
+    "configmap_name",
+    "configmaps",
+    "connector_from_configmap_key",
+    "export_document",
+    "parse_document",
+    "validate_entries",
+]
+
 CONFIGMAP_KEY = "offsets.json"
 _MM2_NAME = re.compile(r"^(?P<source>[^>]+)->(?P<target>[^.]+)\.(?P<type>Mirror\w+Connector)$")
 

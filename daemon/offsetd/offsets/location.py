@@ -22,6 +22,16 @@ from offsetd.config import Settings
 from offsetd.errors import ConfigError
 from offsetd.offsets.model import ConnectorKind
 
+__all__ = [
+    "KafkaEndpoint",
+    "OffsetsLocation",
+    "WorkerView",
+    "endpoint_for",
+    "parse_properties",
+    "resolve_location",
+    "worker_view",
+]
+
 
 @dataclass(frozen=True)
 class KafkaEndpoint:

@@ -42,6 +42,17 @@ from offsetd.offsets.model import (
 )
 from offsetd.offsets.snapshots import Snapshot, SnapshotStore, new_snapshot_id
 
+__all__ = [
+    "CHANGEABLE_STATES",
+    "MM2_OFFSET_SYNCS_NOTE",
+    "UNDOABLE_STATUSES",
+    "OffsetsService",
+    "Outcome",
+    "Plan",
+    "rest_backend",
+    "three_way_text",
+]
+
 CHANGEABLE_STATES = ("RUNNING", "PAUSED", "STOPPED")
 # Changes that wrote offsets (or may have): their before-image is worth restoring.
 UNDOABLE_STATUSES = ("applied", "left-stopped", "restore-failed")

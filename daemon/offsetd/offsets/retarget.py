@@ -20,6 +20,8 @@ from offsetd.offsets.location import OffsetsLocation
 from offsetd.offsets.model import ConnectorKind, OffsetEntry, PartitionMap
 from offsetd.offsets.targets import Target, TopicPartitionKey
 
+__all__ = ["Selection", "target_patch"]
+
 
 @dataclass(frozen=True)
 class Selection:

@@ -28,6 +28,24 @@ from offsetd.offsets import documents
 from offsetd.offsets.model import ConnectorKind, OffsetEntry, offset_for_next
 from offsetd.offsets.targets import partition_map_for
 
+__all__ = [
+    "PLAN_FORMAT",
+    "Decision",
+    "Mode",
+    "PartitionRange",
+    "PartitionScan",
+    "Request",
+    "RewindPlan",
+    "SkipRunRefused",
+    "build_plan",
+    "decide",
+    "document_hash",
+    "load_plan",
+    "render_summary",
+    "summary_path",
+    "write_plan",
+]
+
 PLAN_FORMAT = "offsetd.rewind-plan/1"
 
 

@@ -29,6 +29,20 @@ from offsetd.offsets.model import (
     topic_partition_of,
 )
 
+__all__ = [
+    "Positions",
+    "Target",
+    "TargetKind",
+    "TopicPartitionKey",
+    "all_topics",
+    "fetch_positions",
+    "parse_timestamp",
+    "partition_map_for",
+    "resolve",
+    "topic_partitions",
+    "tp_of",
+]
+
 TopicPartitionKey = tuple[str, int]
 
 

@@ -26,6 +26,8 @@ from aiokafka.protocol.group import LeaveGroupRequest  # type: ignore[import-unt
 
 from offsetd.remediation.sagas import beacon_of, owner_is_dead
 
+__all__ = ["client_id", "evict_dead_members", "owner_of"]
+
 log = logging.getLogger("offsetd.remediation")
 _CLIENT_ID = re.compile(r"offsetd-(?P<nonce>[0-9a-f]{16})-(?P<boot>[0-9a-f-]{36})-(?P<net>[0-9]+)")
 

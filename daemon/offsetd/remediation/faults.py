@@ -11,6 +11,8 @@ import os
 import sys
 from typing import Literal
 
+__all__ = ["CRASH_EXIT_CODE", "When", "point"]
+
 When = Literal["before", "after-action", "after-progress"]
 CRASH_EXIT_CODE = 86
 

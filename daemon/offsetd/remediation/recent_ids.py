@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Callable
 
+__all__ = ["DAY_MS", "RecentIds"]
+
 DAY_MS = 86_400_000
 
 

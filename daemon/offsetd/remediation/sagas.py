@@ -38,6 +38,22 @@ from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartit
 from offsetd.errors import OffsetdError
 from offsetd.topics import ensure_compacted_topic
 
+__all__ = [
+    "STEPS",
+    "TERMINAL",
+    "SagaRecord",
+    "SagaStore",
+    "SagaStoreError",
+    "Status",
+    "Superseded",
+    "beacon_of",
+    "ensure_topic",
+    "hold_beacon",
+    "locate_key",
+    "owner_is_dead",
+    "skip_key",
+]
+
 Status = Literal["running", "done", "aborted", "left_stopped", "failed", "superseded"]
 TERMINAL: tuple[Status, ...] = ("done", "aborted", "left_stopped", "failed", "superseded")
 

@@ -66,6 +66,17 @@ from offsetd.remediation import faults
 from offsetd.remediation.sagas import SagaRecord, SagaStore, Status
 from offsetd.retry import doubling, retry_call
 
+__all__ = [
+    "Quarantine",
+    "SkipAborted",
+    "SkipContext",
+    "SkipResult",
+    "SkipSaga",
+    "SkipTimings",
+    "T",
+    "as_offsets_json",
+]
+
 log = logging.getLogger("offsetd.remediation")
 T = TypeVar("T")
 

@@ -18,6 +18,8 @@ from offsetd.events.decode import Malformed, raw_record
 from offsetd.events.models import TaskStatusEvent
 from offsetd.events.status import decode_status
 
+__all__ = ["StatusTrail"]
+
 
 class StatusTrail:
     """Task status records of one connector written to `topic` since `mark()` (assign only)."""

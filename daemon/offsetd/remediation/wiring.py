@@ -27,6 +27,8 @@ from offsetd.remediation.quarantine import SagaQuarantine
 from offsetd.remediation.rewind import RewindRunner
 from offsetd.remediation.sagas import SagaRecord, SagaStore, hold_beacon, locate_key
 
+__all__ = ["CHECK", "SagaLocator", "build_remediator", "worker_identity"]
+
 CHECK = TypeAdapter[Any](RecordCheck)
 
 

@@ -23,3 +23,5 @@ What needs no Spark lives below this package, so the CLI and the daemon use it w
 topic before the patch) is `offsetd.remediation.skiprun`. This package imports them, never the
 other way round, and pyspark is imported nowhere else.
 """
+
+__all__: list[str] = []

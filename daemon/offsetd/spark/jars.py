@@ -17,6 +17,15 @@ from pathlib import Path
 from offsetd.jarcache import JarFetchError, cache_root, ensure_copied
 from offsetd.spark.errors import SparkJobFailed
 
+__all__ = [
+    "POM_RELATIVE",
+    "check_pyspark",
+    "ensure_spark_kafka_jars",
+    "find_pom",
+    "pom_property",
+    "spark_jars_dir",
+]
+
 POM_RELATIVE = Path("deploy/local/spark/pom.xml")
 _POM_NS = {"m": "http://maven.apache.org/POM/4.0.0"}
 

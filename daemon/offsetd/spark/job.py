@@ -28,6 +28,8 @@ from offsetd.spark.progress import ScanProgress
 from offsetd.spark.resolve import Resolved
 from offsetd.spark.session import start_session
 
+__all__ = ["ScanRequest", "compute_plan", "run_scan", "scan_failure"]
+
 
 @dataclass(frozen=True)
 class ScanRequest:

@@ -27,6 +27,17 @@ from pyspark.sql import SparkSession
 from offsetd.spark import scan
 from offsetd.spark.errors import InvalidPredicate
 
+__all__ = [
+    "FORBIDDEN_CLASSES",
+    "FORBIDDEN_FUNCTIONS",
+    "SUBQUERY_CLASSES",
+    "CheckedPredicate",
+    "check_predicate",
+    "check_value_schema",
+    "spark_reason",
+    "system_functions",
+]
+
 FORBIDDEN_FUNCTIONS = frozenset({"reflect", "java_method", "try_reflect"})
 # Expression classes that call the JVM or user code; checked after analysis.
 FORBIDDEN_CLASSES = frozenset(

@@ -19,6 +19,8 @@ from typing import Any
 from py4j.protocol import Py4JError  # type: ignore[import-untyped]
 from pyspark import SparkContext
 
+__all__ = ["ScanProgress"]
+
 
 class ScanProgress:
     def __init__(

@@ -26,6 +26,8 @@ from offsetd.offsets.model import ConnectorKind, connector_kind, next_offset_of
 from offsetd.offsets.rewind_plan import Mode, PartitionRange
 from offsetd.offsets.targets import Positions, Target, TargetKind, TopicPartitionKey
 
+__all__ = ["MM2_DEFAULT_EXCLUDE", "Resolved", "resolve"]
+
 MM2_DEFAULT_EXCLUDE = r"mm2.*\.internal, .*\.replica, __.*"
 
 

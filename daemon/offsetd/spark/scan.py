@@ -26,6 +26,20 @@ from pyspark.sql import functions as F
 from offsetd.offsets.rewind_plan import PartitionRange, PartitionScan
 from offsetd.spark.errors import SparkJobFailed
 
+__all__ = [
+    "CORRUPT_FIELD",
+    "DEFAULT_MAX_RECORDS_PER_TASK",
+    "KAFKA_SCHEMA",
+    "collect_scans",
+    "empty_kafka_frame",
+    "kafka_frame",
+    "kafka_options",
+    "matches",
+    "per_partition",
+    "source_options",
+    "with_predicate_columns",
+]
+
 CORRUPT_FIELD = "_offsetd_corrupt_record"
 KAFKA_SCHEMA = (
     "key BINARY, value BINARY, topic STRING, partition INT, offset BIGINT, "

@@ -24,6 +24,19 @@ from pyspark.sql import SparkSession
 from offsetd.config import SparkSettings
 from offsetd.spark.jars import ensure_spark_kafka_jars
 
+__all__ = [
+    "ANSI",
+    "APP_NAME",
+    "LOCAL_DEFAULTS",
+    "REDACTION",
+    "SEMANTICS",
+    "jvm_start_settings",
+    "session_conf",
+    "start_session",
+    "stop_active_session",
+    "submitted_master",
+]
+
 APP_NAME = "offsetd-rewind-plan"
 _LOG_CONFIG = Path(__file__).with_name("log4j2.properties")
 

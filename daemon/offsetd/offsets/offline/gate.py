@@ -16,6 +16,8 @@ from offsetd.offsets.offline.view import (
     OfflineError,
 )
 
+__all__ = ["LIVE_TASK_STATES", "OfflineRefused", "check_offline_allowed"]
+
 LIVE_TASK_STATES = ("RUNNING", "PAUSED", "RESTARTING", "UNASSIGNED")
 
 

@@ -25,6 +25,23 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from offsetd.offsets.model import JsonScalar
 
+__all__ = [
+    "JAVA_LONG_MAX",
+    "JAVA_LONG_MIN",
+    "JavaEncodingError",
+    "encode_offset_key",
+    "encode_offset_value",
+    "hashmap_order",
+    "hashmap_spread",
+    "jackson_object",
+    "jackson_scalar",
+    "jackson_string",
+    "java_partition",
+    "murmur2",
+    "string_hash",
+    "to_positive",
+]
+
 _M32 = 0xFFFFFFFF
 _MURMUR_SEED = 0x9747B28C
 _MURMUR_M = 0x5BD1E995

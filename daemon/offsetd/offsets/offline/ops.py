@@ -37,6 +37,8 @@ from offsetd.offsets.offline.view import OffsetsView
 from offsetd.offsets.offline.writer import write_sink_offsets, write_source_offsets
 from offsetd.offsets.snapshots import Snapshot, SnapshotStore, new_snapshot_id
 
+__all__ = ["OfflinePlan", "OfflineTarget", "connector_config", "execute", "plan"]
+
 
 @dataclass(frozen=True)
 class OfflineTarget:

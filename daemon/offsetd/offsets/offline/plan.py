@@ -31,6 +31,21 @@ from offsetd.offsets.offline.view import (
     is_primitive,
 )
 
+__all__ = [
+    "BUILTIN_LAYOUTS",
+    "FILE_STREAM_SOURCE_CLASS",
+    "KeyLayout",
+    "OfflineWriteIncomplete",
+    "PlannedRecord",
+    "SinkChange",
+    "WriteReport",
+    "WrittenOffset",
+    "builtin_layout",
+    "parse_key_template",
+    "plan_sink_writes",
+    "plan_source_writes",
+]
+
 FILE_STREAM_SOURCE_CLASS = "org.apache.kafka.connect.file.FileStreamSourceConnector"
 
 

@@ -22,6 +22,8 @@ from functools import cache
 
 import confluent_kafka
 
+__all__ = ["RdkafkaUnavailable", "available", "delete_consumer_group_offsets"]
+
 _PRODUCER = 0  # RD_KAFKA_PRODUCER: any handle type can run admin requests
 _ADMIN_OP_DELETECONSUMERGROUPOFFSETS = 8  # rd_kafka_admin_op_t
 _ERRSTR = 512

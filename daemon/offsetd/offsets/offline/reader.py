@@ -27,6 +27,8 @@ from offsetd.offsets.offline.view import (
     build_view,
 )
 
+__all__ = ["FETCH_TUNING", "offline_consumer", "partitions_of", "read_offsets"]
+
 FETCH_TUNING = {"fetch.queue.backoff.ms": "10", "max.partition.fetch.bytes": str(8 << 20)}
 
 _RETRIABLE_READ_ERRORS = {KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN}

@@ -26,6 +26,20 @@ from offsetd.offsets.model import (
     partition_key,
 )
 
+__all__ = [
+    "HistoryRecord",
+    "KeyForm",
+    "LogicalPartition",
+    "Malformed",
+    "OfflineError",
+    "OffsetsView",
+    "RawRecord",
+    "build_view",
+    "decode_key",
+    "decode_value",
+    "is_primitive",
+]
+
 
 class OfflineError(OffsetdError):
     """An offline read or write was refused or failed; the message says which and why."""

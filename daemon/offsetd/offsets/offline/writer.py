@@ -46,6 +46,8 @@ from offsetd.offsets.offline.view import (
     OffsetsView,
 )
 
+__all__ = ["write_sink_offsets", "write_source_offsets"]
+
 
 def _producer(conf: Mapping[str, str], timeout_s: float) -> Producer:
     return Producer(
