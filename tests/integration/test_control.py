@@ -24,7 +24,7 @@ from offsetd.remediation.control import ControlStore
 from offsetd.remediation.guards import GuardContext, evaluate
 from offsetd.remediation.notify import notify
 from tests.integration.kafkautil import unique
-from tests.unit.test_remediation_guards import decision
+from tests.unit.remediation.test_remediation_guards import decision
 
 pytestmark = pytest.mark.integration
 

@@ -24,7 +24,7 @@ from offsetd.offsets.snapshots import (
     chunk_key,
 )
 from tests.integration.kafkautil import consume_all, create_topic, produce, unique
-from tests.unit.test_snapshots import T0, assert_identical, mirror_image, snap
+from tests.unit.offsets.test_snapshots import T0, assert_identical, mirror_image, snap
 
 pytestmark = pytest.mark.integration
 

@@ -24,7 +24,7 @@ from offsetd.engine.state import ConnectorState as State
 from offsetd.events.decode import Malformed
 from offsetd.events.frames import decode_frame, decode_nudge, encode_frame, encode_nudge
 from offsetd.rules import RuleSet
-from tests.unit.test_engine_decide import (
+from tests.unit.engine.test_engine_decide import (
     MIN,
     RESTART,
     SEC,

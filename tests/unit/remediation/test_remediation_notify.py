@@ -12,7 +12,7 @@ from prometheus_client import CollectorRegistry
 
 from offsetd.metrics.instruments import RemediationMetrics
 from offsetd.remediation.notify import NotifyResult, notification_body, notify, redact_url
-from tests.unit.test_remediation_guards import decision
+from tests.unit.remediation.test_remediation_guards import decision
 
 SECRET_URL = "https://hooks.example.com:8443/services/T0/B0/s3cr3t-token?key=also-secret"
 

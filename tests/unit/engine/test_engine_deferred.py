@@ -16,7 +16,7 @@ from offsetd.engine import ConnectorState
 from offsetd.engine.decide import MAX_DEFERRED
 from offsetd.engine.later import redecide_deferred
 from offsetd.rules import ConnectorMeta
-from tests.unit.test_engine_decide import MIN, SEC, SINK, Feed, fired_at, rules
+from tests.unit.engine.test_engine_decide import MIN, SEC, SINK, Feed, fired_at, rules
 
 SOURCE = ConnectorMeta("io.debezium.connector.postgresql.PostgresConnector", "source")
 TYPED = {

@@ -26,7 +26,7 @@ from offsetd.remediation.control_state import ControlState
 from offsetd.remediation.guards import PROCEED, GuardContext, evaluate
 from offsetd.retry import Backoff
 from offsetd.scope import LABEL_PREFIX, Scope, labels_of, scope_of, split_owner_key
-from tests.unit.test_remediation_guards import NOW, SINK, check, decision
+from tests.unit.remediation.test_remediation_guards import NOW, SINK, check, decision
 
 ORDERS = Scope(connectors=("orders-*", "payments-sink"), labels=(("team", "payments"),))
 

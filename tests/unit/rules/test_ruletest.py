@@ -9,7 +9,7 @@ from click.testing import CliRunner
 from offsetd.cli import main
 from offsetd.ruletest import format_result, run_test_file
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "rules" / "examples"
+EXAMPLES = Path(__file__).resolve().parents[3] / "rules" / "examples"
 EXAMPLE_TESTS = sorted((EXAMPLES / "tests").glob("*.yaml"))
 
 RULES = """\

@@ -12,7 +12,7 @@ from ruamel.yaml import YAML
 from offsetd.lag.exposition import METRICS
 from offsetd.metrics.instruments import DaemonMetrics, RemediationMetrics
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 _NAME = re.compile(r"\b(offsetd_[a-z0-9_]+|up)\b")
 
 

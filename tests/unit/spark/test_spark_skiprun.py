@@ -33,7 +33,7 @@ from offsetd.remediation.skiprun import (
     skip_run_job,
     skip_run_job_of_file,
 )
-from tests.unit.test_spark_plan import scan_of
+from tests.unit.spark.test_spark_plan import scan_of
 
 # Partition 0: a run 10..12 from the committed offset 10. Partition 1: no committed offset, and
 # a compacted log (no record at offset 1): the run is the records at 0 and 2. Partition 2:

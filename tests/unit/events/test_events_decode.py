@@ -43,7 +43,7 @@ from offsetd.events.models import (
 from offsetd.events.offsets import decode_offsets
 from offsetd.events.status import decode_status
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "events"
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "events"
 CLUSTER = "local"
 CONVERTER_ERROR = "org.apache.kafka.connect.errors.DataException"
 JSON_PARSE_ERROR = "com.fasterxml.jackson.core.JsonParseException"

@@ -23,7 +23,7 @@ from offsetd.events.frames import (
 from offsetd.events.models import owner_key
 from offsetd.events.offsets import decode_offsets
 from offsetd.events.status import decode_status
-from tests.unit.test_events_decode import fixture
+from tests.unit.events.test_events_decode import fixture
 
 FIXTURES: dict[str, tuple[Router, Callable[[str, RawRecord], Any]]] = {
     "status_task_running": (route_status, decode_status),

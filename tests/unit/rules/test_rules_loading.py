@@ -11,7 +11,7 @@ from offsetd.cli import main
 from offsetd.rules import RulesError, load_rule_files, load_rules, rules_file_schema
 from offsetd.rules.loading import check_rule_files
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "rules" / "examples"
+EXAMPLES = Path(__file__).resolve().parents[3] / "rules" / "examples"
 
 GOOD = """\
 - name: restart-on-timeout
