@@ -9,7 +9,7 @@ can never run arbitrary code inside the daemon.
 
 Pure: no I/O. `KafkaRecord` is the whole record as read from Kafka, shared with the locator and
 the quarantine copy. A base module: rules name checks (`skip-record.check`) and remediation runs
-them, so the vocabulary lives below both (`offsetd.remediation.checks` re-exports it).
+them, so the vocabulary lives below both.
 """
 
 from __future__ import annotations

@@ -26,7 +26,7 @@ from offsetd.devstack import connect as devconnect
 from offsetd.devstack.stack import StackInfo
 from offsetd.engine.decision import Decision
 from offsetd.events.models import RecordRef
-from offsetd.remediation.checks import NotJson, ValueMatches
+from offsetd.recordchecks import NotJson, ValueMatches
 from offsetd.remediation.locate import (
     MAX_POLL_RECORDS_KEY,
     Located,

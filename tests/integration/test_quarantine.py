@@ -9,7 +9,7 @@ import pytest
 from confluent_kafka import Producer
 
 from offsetd.events.models import RecordRef
-from offsetd.remediation.checks import TIMESTAMP_CREATE_TIME
+from offsetd.recordchecks import TIMESTAMP_CREATE_TIME
 from offsetd.remediation.quarantine import Quarantine, QuarantineFailed, read_quarantined
 from offsetd.remediation.quarantine_format import H_SAGA_KEY
 from offsetd.remediation.records import read_record

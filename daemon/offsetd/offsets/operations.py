@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Self
 
 from offsetd.connect.client import FRAMEWORK_ONLY_PREFIX, ConnectClient, ConnectorState
 from offsetd.errors import (
@@ -153,6 +153,16 @@ class OffsetsService:
         self.timeouts = timeouts or Timeouts()
         self.log = log
         self.now = now
+
+    @classmethod
+    def for_request(cls, request: BackendRequest) -> Self:
+        return cls(
+            request.client,
+            request.store,
+            connect_cluster=request.connect_cluster,
+            timeouts=request.timeouts,
+            log=request.log,
+        )
 
     # -- the backend protocol (offsetd.offsets.backend) ----------------------------------------
 
@@ -587,10 +597,4 @@ def three_way_text(
 
 def rest_backend(request: BackendRequest) -> OffsetsService:
     """The `rest` backend of a Connect cluster (offsetd.offsets.registry)."""
-    return OffsetsService(
-        request.client,
-        request.store,
-        connect_cluster=request.connect_cluster,
-        timeouts=request.timeouts,
-        log=request.log,
-    )
+    return OffsetsService.for_request(request)

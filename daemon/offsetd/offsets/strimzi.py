@@ -42,13 +42,7 @@ def strimzi_refusal(connect_cluster: str) -> Refusal:
 
 def strimzi_backend(request: BackendRequest) -> StrimziRefusingBackend:
     """The `strimzi` backend of a Connect cluster (offsetd.offsets.registry)."""
-    return StrimziRefusingBackend(
-        request.client,
-        request.store,
-        connect_cluster=request.connect_cluster,
-        timeouts=request.timeouts,
-        log=request.log,
-    )
+    return StrimziRefusingBackend.for_request(request)
 
 
 def refusal(plan: Plan) -> str:

@@ -11,7 +11,7 @@ from C loses good records. The record is located, in this order:
    FAILED again, every record before the poison one has been delivered and committed on its own,
    so the committed offset *is* the failing record. The original config is put back afterwards
    whatever happened, and compared;
-3. a rule-supplied check (`offsetd.remediation.checks`) of the record at C: C is the poison
+3. a rule-supplied check (`offsetd.recordchecks`) of the record at C: C is the poison
    record only if it fails the check; a first failing record after C means the records between
    were never delivered (`undelivered_prefix`), and nothing is located.
 
@@ -37,7 +37,7 @@ from offsetd.errors import ConfigError, ConnectBusy, ConnectUnavailable, Offsetd
 from offsetd.events.models import RecordRef
 from offsetd.offsets.location import resolve_location, worker_view
 from offsetd.offsets.model import ConnectorKind, OffsetEntry, connector_kind
-from offsetd.remediation.checks import (
+from offsetd.recordchecks import (
     KeyMatches,
     NotJson,
     TooLarge,

@@ -32,7 +32,7 @@ from offsetd.config import Settings
 from offsetd.connect.transport import httpx_options
 from offsetd.errors import OffsetdError
 from offsetd.events.models import RecordRef
-from offsetd.remediation.checks import (
+from offsetd.recordchecks import (
     KafkaRecord,
 )
 from offsetd.remediation.locate import source_config

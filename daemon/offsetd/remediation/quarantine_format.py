@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from offsetd.events.models import RecordRef
-from offsetd.remediation.checks import (
+from offsetd.recordchecks import (
     TIMESTAMP_CREATE_TIME,
     TIMESTAMP_LOG_APPEND_TIME,
     KafkaRecord,

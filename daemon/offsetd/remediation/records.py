@@ -15,7 +15,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Topic
 
 from offsetd.errors import OffsetdError
 from offsetd.events.models import RecordRef
-from offsetd.remediation.checks import KafkaRecord
+from offsetd.recordchecks import KafkaRecord
 
 __all__ = [
     "RecordUnavailable",

@@ -37,7 +37,7 @@ from offsetd.errors import ConfigError, InvalidDocument, OffsetdError
 from offsetd.offsets.location import WorkerView, resolve_location
 from offsetd.offsets.model import ConnectorKind, OffsetEntry, next_offset_of, topic_partition_of
 from offsetd.offsets.rewind_plan import PLAN_FORMAT, Mode, RewindPlan, load_plan, summary_path
-from offsetd.remediation.checks import (
+from offsetd.recordchecks import (
     TIMESTAMP_CREATE_TIME,
     TIMESTAMP_LOG_APPEND_TIME,
     KafkaRecord,

@@ -17,7 +17,7 @@ from offsetd.events.models import RecordRef
 from offsetd.metrics.instruments import RemediationMetrics
 from offsetd.offsets.model import ConnectorKind, next_offset_of
 from offsetd.offsets.snapshots import KafkaSnapshotStore, SnapshotStore
-from offsetd.remediation.checks import RecordCheck
+from offsetd.recordchecks import RecordCheck
 from offsetd.remediation.control import ControlStore
 from offsetd.remediation.executor import Remediator
 from offsetd.remediation.failure_window import read_status_since

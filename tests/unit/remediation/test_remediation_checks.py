@@ -6,7 +6,7 @@ import pytest
 from pydantic import TypeAdapter, ValidationError
 
 from offsetd.events.models import RecordRef
-from offsetd.remediation.checks import (
+from offsetd.recordchecks import (
     KafkaRecord,
     KeyMatches,
     NotJson,

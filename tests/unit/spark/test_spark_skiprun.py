@@ -21,7 +21,7 @@ from offsetd.offsets.rewind_plan import (
     summary_path,
     write_plan,
 )
-from offsetd.remediation.checks import TIMESTAMP_CREATE_TIME, KafkaRecord
+from offsetd.recordchecks import TIMESTAMP_CREATE_TIME, KafkaRecord
 from offsetd.remediation.quarantine import QuarantineFailed
 from offsetd.remediation.quarantine_format import H_SAGA_KEY, decode_copy
 from offsetd.remediation.skiprun import (
