@@ -16,11 +16,11 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any, Self
 
-from offsetd.connect.client import FRAMEWORK_ONLY_PREFIX, ConnectClient, ConnectorState
+from offsetd.connect.client import ConnectClient, ConnectorState
 from offsetd.errors import (
     ChangeIncomplete,
     ConnectorStateRefused,
@@ -30,106 +30,30 @@ from offsetd.errors import (
 )
 from offsetd.offsets import documents
 from offsetd.offsets.backend import BackendRequest, Feature, Refusal, Timeouts
+from offsetd.offsets.change import (
+    Outcome,
+    Plan,
+    mismatch,
+    plan_notes,
+    rebased,
+    three_way_text,
+    warnings_of,
+)
 from offsetd.offsets.model import (
     ConnectorKind,
-    DiffLine,
     OffsetEntry,
     apply_patch,
     as_map,
     connector_kind,
-    diff,
     same_offsets,
 )
 from offsetd.offsets.snapshots import Snapshot, SnapshotStore, new_snapshot_id
 
-__all__ = [
-    "CHANGEABLE_STATES",
-    "MM2_OFFSET_SYNCS_NOTE",
-    "UNDOABLE_STATUSES",
-    "OffsetsService",
-    "Outcome",
-    "Plan",
-    "rest_backend",
-    "three_way_text",
-]
+__all__ = ["CHANGEABLE_STATES", "UNDOABLE_STATUSES", "OffsetsService", "rest_backend"]
 
 CHANGEABLE_STATES = ("RUNNING", "PAUSED", "STOPPED")
 # Changes that wrote offsets (or may have): their before-image is worth restoring.
 UNDOABLE_STATUSES = ("applied", "left-stopped", "restore-failed")
-MM2_OFFSET_SYNCS_NOTE = (
-    "the offset-syncs topic is left alone: writing tombstones into mm2-offset-syncs.*.internal "
-    "breaks MirrorCheckpointConnector, and after a rewind MirrorSourceConnector emits fresh "
-    "syncs for the replayed records itself"
-)
-
-
-@dataclass(frozen=True)
-class Plan:
-    """What a change will do; printed by --dry-run, executed by `OffsetsService.execute`."""
-
-    connector: str
-    operation: str  # alter | reset | undo
-    kind: ConnectorKind
-    connector_class: str
-    prior_state: str
-    prior_tasks: int
-    before: tuple[OffsetEntry, ...]
-    patch: tuple[OffsetEntry, ...] | None  # None: DELETE all offsets (reset)
-    after: tuple[OffsetEntry, ...]
-    notes: tuple[str, ...] = ()
-    undo_of: str | None = None
-
-    @property
-    def diff(self) -> list[DiffLine]:
-        return diff(self.before, self.after)
-
-    def steps(self) -> list[str]:
-        action = (
-            "DELETE all offsets" if self.patch is None else f"PATCH {len(self.patch)} partitions"
-        )
-        restore = {
-            "RUNNING": "resume, and wait until the connector and all its tasks are RUNNING",
-            "PAUSED": "pause it again (it was PAUSED)",
-            "STOPPED": "leave it STOPPED (it was STOPPED)",
-        }[self.prior_state]
-        return [
-            f"record state {self.prior_state}; snapshot {len(self.before)} partitions (undo image)",
-            "stop the connector; wait until STOPPED with no tasks",
-            action,
-            "read the offsets back and compare",
-            restore,
-        ]
-
-    def as_json(self) -> dict[str, Any]:
-        return {
-            "connector": self.connector,
-            "operation": self.operation,
-            "connector_type": str(self.kind),
-            "state": self.prior_state,
-            "steps": self.steps(),
-            "diff": [line.as_json() for line in self.diff],
-            "notes": list(self.notes),
-            **({"undo_of": self.undo_of} if self.undo_of else {}),
-        }
-
-
-@dataclass(frozen=True)
-class Outcome:
-    plan: Plan
-    snapshot_id: str
-    after: tuple[OffsetEntry, ...]
-    final_state: str
-    message: str
-    warnings: tuple[str, ...] = field(default_factory=tuple)
-
-    def as_json(self) -> dict[str, Any]:
-        return {
-            **self.plan.as_json(),
-            "snapshot_id": self.snapshot_id,
-            "final_state": self.final_state,
-            "connect_message": self.message,
-            "warnings": list(self.warnings),
-        }
 
 
 class OffsetsService:
@@ -196,11 +120,11 @@ class OffsetsService:
     async def plan_alter(self, connector: str, patch: list[OffsetEntry]) -> Plan:
         base = await self._base_plan(connector, "alter")
         after = tuple(apply_patch(base.before, patch))
-        return replace(base, patch=tuple(patch), after=after, notes=_notes(base, "alter"))
+        return replace(base, patch=tuple(patch), after=after, notes=plan_notes(base, "alter"))
 
     async def plan_reset(self, connector: str) -> Plan:
         base = await self._base_plan(connector, "reset")
-        return replace(base, patch=None, after=(), notes=_notes(base, "reset"))
+        return replace(base, patch=None, after=(), notes=plan_notes(base, "reset"))
 
     async def plan_undo(self, snapshot_id: str, *, force: bool = False) -> Plan:
         snap = await asyncio.to_thread(self.store.get, snapshot_id)
@@ -276,7 +200,7 @@ class OffsetsService:
                 await self.client.stop(plan.connector)
             await self._wait_stopped(plan.connector)
             # A running connector moved on until it stopped: the undo image is the one at rest.
-            plan = _rebased(plan, tuple(await self.client.offsets(plan.connector)))
+            plan = rebased(plan, tuple(await self.client.offsets(plan.connector)))
             snapshot = replace(snapshot, status="stopped", before=plan.before, after=plan.after)
             await self._record(snapshot)
         except OffsetdError as exc:  # nothing was written yet
@@ -288,7 +212,7 @@ class OffsetsService:
         except OffsetdError as exc:
             raise _Aborted(exc) from None
         actual = await self.read_back(plan, snapshot)
-        warnings = _warnings(plan, message)
+        warnings = warnings_of(plan, message)
         try:
             final_state = await self._restore(plan)
         except OffsetdError as exc:
@@ -332,7 +256,7 @@ class OffsetsService:
             self.log(f"stopping {plan.connector}")
             await self.client.stop(plan.connector)
         await self._wait_stopped(plan.connector)
-        plan = _rebased(plan, tuple(await self.client.offsets(plan.connector)))
+        plan = rebased(plan, tuple(await self.client.offsets(plan.connector)))
         snapshot = replace(snapshot, status="stopped", before=plan.before, after=plan.after)
         await self._record(snapshot)
         return plan, snapshot
@@ -359,10 +283,10 @@ class OffsetsService:
             )
             await self._record(replace(snapshot, status="left-stopped", message=text))
             raise ChangeIncomplete(text) from None
-        mismatch = _mismatch(plan, actual)
-        if mismatch:
+        differs = mismatch(plan, actual)
+        if differs:
             text = (
-                f"offsets of {plan.connector} read back differently ({mismatch}); the connector "
+                f"offsets of {plan.connector} read back differently ({differs}); the connector "
                 f"is left STOPPED; inspect it and undo with `offsetd offsets undo {sid}`"
             )
             await self._record(replace(snapshot, status="left-stopped", after=actual, message=text))
@@ -532,67 +456,6 @@ class _Aborted(Exception):
     def __init__(self, error: OffsetdError) -> None:
         super().__init__(str(error))
         self.error = error
-
-
-def _rebased(plan: Plan, before: tuple[OffsetEntry, ...]) -> Plan:
-    after = () if plan.patch is None else tuple(apply_patch(before, plan.patch))
-    return replace(plan, before=before, after=after)
-
-
-def _notes(plan: Plan, operation: str) -> tuple[str, ...]:
-    notes: list[str] = []
-    if plan.kind is ConnectorKind.MIRROR_SOURCE:
-        notes.append(
-            "MirrorSourceConnector offsets are the last replicated source offset: to restart at "
-            "source offset N, offsetd writes N-1 (null to restart at the log start)"
-        )
-        notes.append(MM2_OFFSET_SYNCS_NOTE)
-    if plan.kind is ConnectorKind.SINK and operation == "reset":
-        notes.append(
-            "a sink reset deletes the consumer group; the connector then starts from its "
-            "consumer's auto.offset.reset (Connect's default: earliest), reprocessing retained data"
-        )
-    return tuple(notes)
-
-
-def _mismatch(plan: Plan, actual: tuple[OffsetEntry, ...]) -> str:
-    """Compare what was written with what Connect now reports, for the touched partitions."""
-    got = as_map(actual)
-    if plan.patch is None:
-        return f"{len(got)} partitions remain after the reset" if got else ""
-    for entry in plan.patch:
-        seen = got.get(entry.key)
-        if entry.offset is None and seen is not None:
-            return f"{entry.key} should be removed but is {seen.offset}"
-        if entry.offset is not None and (seen is None or seen.offset != entry.offset):
-            return (
-                f"{entry.key} should be {entry.offset} but is {seen.offset if seen else 'absent'}"
-            )
-    return ""
-
-
-def _warnings(plan: Plan, message: str) -> tuple[str, ...]:
-    if message.startswith(FRAMEWORK_ONLY_PREFIX):
-        return (
-            f"Connect changed only its framework-managed offsets of {plan.connector}; if "
-            f"{plan.connector_class} keeps offsets elsewhere too, change them there as well",
-        )
-    return ()
-
-
-def three_way_text(
-    base_before: tuple[OffsetEntry, ...],
-    base_after: tuple[OffsetEntry, ...],
-    current: tuple[OffsetEntry, ...],
-) -> str:
-    """Per partition: before the change, right after it, and now (what undo would overwrite)."""
-    b, a, c = as_map(base_before), as_map(base_after), as_map(current)
-    lines = ["partition | before change | after change | now"]
-    for key in sorted(b.keys() | a.keys() | c.keys()):
-        cells = [m[key].offset if key in m else "-" for m in (b, a, c)]
-        marker = "  (moved)" if cells[1] != cells[2] else ""
-        lines.append(f"{key} | {cells[0]} | {cells[1]} | {cells[2]}{marker}")
-    return "\n".join(lines)
 
 
 def rest_backend(request: BackendRequest) -> OffsetsService:

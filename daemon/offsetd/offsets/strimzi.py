@@ -12,8 +12,9 @@ import json
 
 from offsetd.errors import StrimziManaged
 from offsetd.offsets.backend import BackendRequest, Refusal
+from offsetd.offsets.change import Outcome, Plan
 from offsetd.offsets.documents import configmap_key, configmap_name
-from offsetd.offsets.operations import OffsetsService, Outcome, Plan
+from offsetd.offsets.operations import OffsetsService
 
 __all__ = ["StrimziRefusingBackend", "refusal", "strimzi_backend", "strimzi_refusal"]
 

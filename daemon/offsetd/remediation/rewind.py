@@ -15,6 +15,10 @@ not leave the connector STOPPED without anyone knowing. Progress goes to the sag
 (`rewind/<cluster>/<connector>/<decision id>`) before the stop and after each step; a restarted
 daemon finishes it (`recover`): offsets still the before-image or already the target -> the
 prior state is restored; anything else -> left STOPPED, loudly.
+
+Why one module of ~600 lines: resolving the target, the steps and their recovery are one state
+machine, like the skip saga's, and are read against the same sequence; the action's handler is
+`actions.rewind`, the offsets work is the `rest` backend's.
 """
 
 from __future__ import annotations
@@ -31,9 +35,10 @@ from offsetd.config import Settings
 from offsetd.connect.client import FRAMEWORK_ONLY_PREFIX
 from offsetd.engine import Decision
 from offsetd.errors import ChangeIncomplete, InvalidDocument, OffsetdError
+from offsetd.offsets.change import Outcome, Plan
 from offsetd.offsets.location import resolve_location, worker_view
 from offsetd.offsets.model import ConnectorKind, OffsetEntry, entries_from_json, same_offsets
-from offsetd.offsets.operations import OffsetsService, Outcome, Plan
+from offsetd.offsets.operations import OffsetsService
 from offsetd.offsets.retarget import Selection, target_patch
 from offsetd.offsets.rewind_plan import load_plan  # plain JSON: reading a plan needs no pyspark
 from offsetd.offsets.snapshots import Snapshot

@@ -33,6 +33,12 @@ not known -> it is left STOPPED (`left_stopped`: audit, critical notification,
 `offsetd_connector_left_stopped` = 1, the undo id in the message). A connector whose task fails
 again on the unskipped record after being put back *is* back in its prior state (RUNNING with a
 FAILED task): that is a rollback, not a connector left STOPPED.
+
+Why one module of ~600 lines: the steps, their durable progress and the rollback of each are
+one state machine, read top to bottom against the sequence above; split, a reader would jump
+between files to follow one crash point. What is not the state machine lives beside it: the
+action's handler (`actions.skip`), locating (`locate`), reading records (`records`), the
+quarantine copy (`quarantine`, `quarantine_format`).
 """
 
 from __future__ import annotations
@@ -49,6 +55,7 @@ from offsetd.errors import (
     ChangeIncomplete,
     OffsetdError,
 )
+from offsetd.offsets.change import Plan
 from offsetd.offsets.model import (
     ConnectorKind,
     OffsetEntry,
@@ -60,7 +67,7 @@ from offsetd.offsets.model import (
     same_offsets,
     sink_partition,
 )
-from offsetd.offsets.operations import OffsetsService, Plan
+from offsetd.offsets.operations import OffsetsService
 from offsetd.offsets.snapshots import Snapshot
 from offsetd.remediation import faults
 from offsetd.remediation.sagas import SagaRecord, SagaStore, Status

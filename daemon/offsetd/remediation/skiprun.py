@@ -18,7 +18,8 @@ chooses. Before copying, that partition is read for copies already made with the
 the records not there yet are copied; a second application (or one after a crash halfway
 through the copies) adds nothing twice and loses nothing.
 
-No pyspark here: applying a plan needs only Kafka clients.
+No pyspark here: applying a plan needs only Kafka clients. (A little over 500 lines: the plan's
+runs, their checks against the connector's position and the idempotent copy are one job.)
 """
 
 from __future__ import annotations

@@ -32,6 +32,7 @@ from offsetd.errors import (
     UndoConflict,
 )
 from offsetd.offsets.backend import BackendRequest, Timeouts
+from offsetd.offsets.change import Outcome, Plan
 from offsetd.offsets.documents import configmap_key, configmap_name
 from offsetd.offsets.model import (
     MIRROR_SOURCE_CLASS,
@@ -41,7 +42,7 @@ from offsetd.offsets.model import (
     partition_key,
     sink_partition,
 )
-from offsetd.offsets.operations import OffsetsService, Outcome, Plan
+from offsetd.offsets.operations import OffsetsService
 from offsetd.offsets.registry import connect_backend_for
 from offsetd.offsets.snapshots import FileSnapshotStore, Snapshot
 from offsetd.retry import Backoff

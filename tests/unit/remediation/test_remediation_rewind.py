@@ -12,8 +12,9 @@ import pytest
 from offsetd.config import Settings
 from offsetd.engine import Decision
 from offsetd.errors import InvalidDocument
+from offsetd.offsets.change import Plan
 from offsetd.offsets.model import ConnectorKind, OffsetEntry, sink_partition
-from offsetd.offsets.operations import OffsetsService, Plan
+from offsetd.offsets.operations import OffsetsService
 from offsetd.offsets.rewind_plan import (
     PLAN_FORMAT,
     Mode,

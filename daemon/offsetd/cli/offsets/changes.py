@@ -29,9 +29,10 @@ from offsetd.cli.offsets.present import report
 from offsetd.errors import InvalidDocument
 from offsetd.offsets import documents
 from offsetd.offsets.backend import Feature, OfflineOptions, OffsetsBackend
+from offsetd.offsets.change import Outcome, Plan
 from offsetd.offsets.location import resolve_location
 from offsetd.offsets.model import ConnectorKind, OffsetEntry
-from offsetd.offsets.operations import OffsetsService, Outcome, Plan
+from offsetd.offsets.operations import OffsetsService
 from offsetd.offsets.retarget import Selection, target_patch
 from offsetd.offsets.targets import Target as OffsetTarget
 from offsetd.offsets.targets import TargetKind, parse_timestamp

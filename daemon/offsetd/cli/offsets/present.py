@@ -16,9 +16,9 @@ from offsetd.cli.common import Target
 from offsetd.cli.output import emit_json, table
 from offsetd.offsets import documents
 from offsetd.offsets.backend import OffsetsBackend
+from offsetd.offsets.change import Outcome, Plan
 from offsetd.offsets.offline.backend import OfflineBackend, OfflineOutcome
 from offsetd.offsets.offline.ops import OfflinePlan
-from offsetd.offsets.operations import Outcome, Plan
 
 __all__ = ["list_offsets", "report"]
 
