@@ -42,7 +42,9 @@ script may want to tell apart has its own code::
     ├── Superseded              exit 44  a newer owner epoch took the saga over: this one stops
     ├── SkipAborted             exit 45  a skip saga stopped before writing (nothing changed)
     ├── StatusUnreadable        exit 46  the status topic could not be read: a guard fails closed
-    └── RewindRefused           exit 55  a rewind action's target or plan does not fit the connector
+    ├── RewindRefused           exit 55  a rewind action's target or plan does not fit the connector
+    ├── KubernetesError         exit 56  the Kubernetes API refused a call or could not be reached
+    └── GitOpsManaged           exit 57  the resource belongs to a GitOps controller (Argo CD, Flux)
 
 Messages must be safe to print and log: they never carry secret values.
 
@@ -67,7 +69,9 @@ __all__ = [
     "ConnectorStateRefused",
     "ControlRefused",
     "ControlStoreUnavailable",
+    "GitOpsManaged",
     "InvalidDocument",
+    "KubernetesError",
     "NotStoppedInTime",
     "OffsetdError",
     "StrimziManaged",
@@ -143,6 +147,18 @@ class ConnectorStateRefused(OffsetdError):
 
 class StrimziManaged(OffsetdError):
     exit_code = 11
+
+
+class KubernetesError(OffsetdError):
+    """A Kubernetes API call failed; a 403 names the verb and resource the Role lacks."""
+
+    exit_code = 56
+
+
+class GitOpsManaged(OffsetdError):
+    """A GitOps controller would revert `spec.state` too: refused unless the config allows it."""
+
+    exit_code = 57
 
 
 class ConnectUnavailable(OffsetdError):

@@ -20,9 +20,10 @@ from offsetd.config.fields import (
     none_to_empty,
     paired,
 )
+from offsetd.durations import Duration
 from offsetd.yamlerrors import LocatedError
 
-__all__ = ["ConnectAuth", "ConnectCluster", "ConnectTls", "ConnectorScope"]
+__all__ = ["ConnectAuth", "ConnectCluster", "ConnectTls", "ConnectorScope", "StrimziAccess"]
 
 
 class ConnectAuth(ConfigModel):
@@ -70,6 +71,26 @@ class ConnectorScope(ConfigModel):
     )
 
 
+class StrimziAccess(ConfigModel):
+    """How offsetd reaches the Kubernetes API of a Strimzi-run Connect cluster.
+
+    With this section offsetd asks the API whether the cluster is Strimzi-managed (a KafkaConnect
+    with `strimzi.io/use-connector-resources: "true"` named `kafka_connect`, or whose status URL
+    is this cluster's `url`) and then changes connectors through their KafkaConnector and
+    KafkaMirrorMaker2 resources. Credentials: `kubeconfig` (and `context`), else `$KUBECONFIG` or
+    `~/.kube/config`, else the pod's service account.
+    """
+
+    namespace: NonEmptyStr
+    kafka_connect: NonEmptyStr | None = None
+    kubeconfig: Path | None = None
+    context: NonEmptyStr | None = None
+    # A GitOps controller (Argo CD, Flux) would revert spec.state as Strimzi reverts REST.
+    allow_gitops_managed: bool = False
+    # How long the operator may take to act on a change (its reconcile interval is 120 s).
+    operator_timeout: Annotated[Duration, Field(ge=1_000)] = 300_000
+
+
 class ConnectCluster(ConfigModel):
     """One Kafka Connect cluster: its REST API and the Kafka cluster holding its internal topics."""
 
@@ -83,6 +104,7 @@ class ConnectCluster(ConfigModel):
     status_topic: TopicName = "connect-status"
     dlq_topics: Annotated[list[TopicName], none_to_empty(list)] = Field(default_factory=list)
     orchestrator: Literal["none", "strimzi"] = "none"
+    strimzi: StrimziAccess | None = None
     # The connectors offsetd acts on here (offsetd.scope); None: remediation.scope applies.
     scope: ConnectorScope | None = None
 

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, Protocol, TypeVar
 
 from offsetd.config import Settings
+from offsetd.config.connect_clusters import StrimziAccess
 from offsetd.connect.client import ConnectClient
 from offsetd.offsets.location import WorkerView
 from offsetd.offsets.model import OffsetEntry
@@ -83,6 +84,7 @@ class BackendRequest:
     offline: OfflineOptions | None = None  # set: the command asked for --offline
     timeouts: Timeouts | None = None
     log: Callable[[str], None] = lambda _msg: None
+    strimzi: StrimziAccess | None = None  # the cluster's Kubernetes access (its `strimzi` section)
 
 
 class ChangePlan(Protocol):

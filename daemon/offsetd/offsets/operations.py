@@ -197,7 +197,7 @@ class OffsetsService:
         try:
             if plan.prior_state != "STOPPED":
                 self.log(f"stopping {plan.connector}")
-                await self.client.stop(plan.connector)
+                await self.request_state(plan.connector, "STOPPED")
             await self._wait_stopped(plan.connector)
             # A running connector moved on until it stopped: the undo image is the one at rest.
             plan = rebased(plan, tuple(await self.client.offsets(plan.connector)))
@@ -254,7 +254,7 @@ class OffsetsService:
         """Stop (unless already STOPPED), wait for STOPPED with no tasks, rebase the images."""
         if (await self.client.status(plan.connector)).state != "STOPPED":
             self.log(f"stopping {plan.connector}")
-            await self.client.stop(plan.connector)
+            await self.request_state(plan.connector, "STOPPED")
         await self._wait_stopped(plan.connector)
         plan = rebased(plan, tuple(await self.client.offsets(plan.connector)))
         snapshot = replace(snapshot, status="stopped", before=plan.before, after=plan.after)
@@ -274,7 +274,7 @@ class OffsetsService:
         """The offsets as Connect now reports them; a difference leaves the connector STOPPED."""
         sid = snapshot.id
         try:
-            actual = tuple(await self.client.offsets(plan.connector))
+            actual = tuple(await self.read_back_offsets(plan.connector))
         except OffsetdError as exc:
             text = (
                 f"offsets of {plan.connector} were written but could not be read back ({exc}); "
@@ -292,6 +292,20 @@ class OffsetsService:
             await self._record(replace(snapshot, status="left-stopped", after=actual, message=text))
             raise ChangeIncomplete(text)
         return actual
+
+    async def request_state(self, connector: str, state: str) -> None:
+        """Ask for STOPPED, PAUSED or RUNNING; the caller waits for it (REST: stop/pause/resume;
+        a backend that drives an orchestrator's resources asks there instead)."""
+        if state == "STOPPED":
+            await self.client.stop(connector)
+        elif state == "PAUSED":
+            await self.client.pause(connector)
+        else:
+            await self.client.resume(connector)
+
+    async def read_back_offsets(self, connector: str) -> list[OffsetEntry]:
+        """The offsets a written change is checked against (REST: GET .../offsets)."""
+        return await self.client.offsets(connector)
 
     async def restore_state(self, plan: Plan) -> str:
         """Put the connector back in the state it had before the stop (see `_restore`)."""
@@ -394,7 +408,7 @@ class OffsetsService:
         if plan.prior_state == "PAUSED":
             # Pausing a STOPPED connector starts it paused *without tasks* (Connect creates task
             # configs only when it runs); resuming first would let records flow, so we don't.
-            await self.client.pause(connector)
+            await self.request_state(connector, "PAUSED")
             await self._wait(
                 connector,
                 lambda s: s.state == "PAUSED" and all(t.state == "PAUSED" for t in s.tasks),
@@ -403,7 +417,7 @@ class OffsetsService:
             )
             return "PAUSED"
         self.log(f"resuming {connector}")
-        await self.client.resume(connector)
+        await self.request_state(connector, "RUNNING")
 
         def running(s: ConnectorState) -> bool:
             failed = s.failed_part()

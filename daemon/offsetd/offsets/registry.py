@@ -14,7 +14,8 @@ from typing import Any
 from offsetd.offsets.backend import BackendRequest, OffsetsBackend, Refusal
 from offsetd.offsets.offline.backend import offline_backend
 from offsetd.offsets.operations import OffsetsService, rest_backend
-from offsetd.offsets.strimzi import strimzi_backend, strimzi_refusal
+from offsetd.offsets.strimzi.backend import strimzi_resources_backend
+from offsetd.offsets.strimzi.manual import strimzi_backend, strimzi_refusal
 
 __all__ = [
     "BACKENDS",
@@ -42,21 +43,33 @@ class Registered:
 BACKENDS: dict[str, Registered] = {
     "rest": Registered(rest_backend),
     "offline": Registered(offline_backend),
-    "strimzi": Registered(strimzi_backend, strimzi_refusal),
+    "strimzi": Registered(strimzi_resources_backend),
+    "strimzi-manual": Registered(strimzi_backend, strimzi_refusal),
 }
 
 
-def backend_name(orchestrator: str, *, offline: bool = False) -> str:
-    """Which backend serves a cluster: the command's flags first, then the cluster's config."""
+def backend_name(orchestrator: str, *, offline: bool = False, kubernetes: bool = False) -> str:
+    """Which backend serves a cluster: the command's flags first, then the cluster's config.
+
+    `kubernetes`: the cluster has a `strimzi` section, so the `strimzi` backend asks the API
+    whether Strimzi manages it (and serves it as `rest` when not). Without one, a cluster
+    configured as Strimzi-run gets `strimzi-manual`: REST reads, writes refused with the steps.
+    """
     if offline:
         return "offline"
-    if orchestrator == "strimzi":
+    if kubernetes:
         return "strimzi"
+    if orchestrator == "strimzi":
+        return "strimzi-manual"
     return "rest"
 
 
 def backend_for(request: BackendRequest) -> OffsetsBackend[Any, Any]:
-    name = backend_name(request.orchestrator, offline=request.offline is not None)
+    name = backend_name(
+        request.orchestrator,
+        offline=request.offline is not None,
+        kubernetes=request.strimzi is not None,
+    )
     return BACKENDS[name].factory(request)
 
 
@@ -71,6 +84,8 @@ def connect_backend_for(request: BackendRequest) -> OffsetsService:
     return backend
 
 
-def write_refusal_for(connect_cluster: str, orchestrator: str) -> Refusal | None:
+def write_refusal_for(
+    connect_cluster: str, orchestrator: str, *, kubernetes: bool = False
+) -> Refusal | None:
     """Why offsets of this cluster must not be changed by the daemon now (None: they may)."""
-    return BACKENDS[backend_name(orchestrator)].refusal(connect_cluster)
+    return BACKENDS[backend_name(orchestrator, kubernetes=kubernetes)].refusal(connect_cluster)

@@ -140,6 +140,7 @@ class Remediator:
                     poll_s=0.05,
                 ),
                 log=lambda msg: log.info("%s", msg),
+                strimzi=cluster.strimzi if cluster is not None else None,
             )
         )
 
@@ -297,7 +298,11 @@ class Remediator:
                 control=state,
                 connector_class=meta.connector_class if meta else None,
                 connector_type=meta.connector_type if meta else None,
-                offsets_refusal=write_refusal_for(decision.connect_cluster, orchestrator),
+                offsets_refusal=write_refusal_for(
+                    decision.connect_cluster,
+                    orchestrator,
+                    kubernetes=cluster is not None and cluster.strimzi is not None,
+                ),
                 failing_connectors=failing,
                 now_ms=self.now_ms(),
                 failing_names=failing_names,

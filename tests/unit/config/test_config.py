@@ -64,6 +64,11 @@ FULL = textwrap.dedent("""\
         status_topic: west.status
         dlq_topics: [dlq-a, dlq_b]
         orchestrator: strimzi
+        strimzi:
+          namespace: kafka
+          kafka_connect: west-connect
+          kubeconfig: /etc/offsetd/kubeconfig
+          operator_timeout: 4m
         scope:
           connectors: [orders-*, payments-sink]
           labels: [team=payments]
@@ -104,6 +109,14 @@ FULL_REDACTED: dict[str, Any] = {
             "status_topic": "west.status",
             "dlq_topics": ["dlq-a", "dlq_b"],
             "orchestrator": "strimzi",
+            "strimzi": {
+                "namespace": "kafka",
+                "kafka_connect": "west-connect",
+                "kubeconfig": "/etc/offsetd/kubeconfig",
+                "context": None,
+                "allow_gitops_managed": False,
+                "operator_timeout": "4m",
+            },
             "scope": {"connectors": ["orders-*", "payments-sink"], "labels": ["team=payments"]},
         }
     },

@@ -1,9 +1,10 @@
-"""The `strimzi` offsets backend, as it stands: reads through REST, writes refused by hand.
+"""The `strimzi-manual` offsets backend: a cluster configured as Strimzi-run, without access.
 
 Strimzi drives every connector back to its `spec.state` at each reconcile, so a REST
-stop -> patch -> resume can be torn apart half-way. Until offsetd drives the custom resources
-itself, this backend lists and plans like the `rest` one, refuses to change offsets (the daemon's
-guards ask `write_refusal`), and gives the Strimzi way to do the same change by hand.
+stop -> patch -> resume can be torn apart half-way. Without Kubernetes access (the cluster's
+`strimzi` section, which selects the `strimzi` backend) this backend lists and plans like the
+`rest` one, refuses to change offsets (the daemon's guards ask `write_refusal`), and gives the
+Strimzi way to do the same change by hand.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ __all__ = ["StrimziRefusingBackend", "refusal", "strimzi_backend", "strimzi_refu
 class StrimziRefusingBackend(OffsetsService):
     """REST reads and plans; every write refused with the custom-resource steps."""
 
-    name = "strimzi"
+    name = "strimzi-manual"
 
     def write_refusal(self) -> Refusal | None:
         return strimzi_refusal(self.connect_cluster)
@@ -37,7 +38,8 @@ def strimzi_refusal(connect_cluster: str) -> Refusal:
         "refused_strimzi",
         "strimzi",
         f"Connect cluster {connect_cluster} is managed by Strimzi, which reverts REST changes; "
-        "offsetd has no Strimzi backend yet",
+        f"give offsetd Kubernetes access (connect_clusters.{connect_cluster}.strimzi) to change "
+        "it through its resources",
     )
 
 

@@ -1,0 +1,289 @@
+"""The `strimzi` offsets backend: the safe sequence, driven through Strimzi's resources.
+
+Strimzi drives each connector back to its resource's `spec.state` at every reconcile, so a REST
+stop would be resumed under a running change. This backend keeps the `rest` backend's sequence
+and its guarantees (`offsetd.offsets.operations`) and replaces the steps that move a connector:
+
+snapshot (durable) -> `spec.state: stopped` -> wait until REST shows STOPPED with no tasks ->
+write the offsets ConfigMap -> `alterOffsets.fromConfigMap` + `strimzi.io/connector-offsets=alter`
+(or `=reset`) -> wait until the operator removed the annotation, failing on its warning
+condition -> read back through `listOffsets` (`=list`, the ConfigMap it writes) -> restore the
+previous `spec.state` -> verify through REST.
+
+Whether a cluster is Strimzi-managed is asked of the Kubernetes API (`resources.find_connect`):
+a cluster whose KafkaConnect does not use connector resources is served exactly as `rest`.
+A resource that a GitOps controller owns is refused unless `allow_gitops_managed` (the
+controller would put `spec.state` back as Strimzi puts REST back). Writes use field manager
+`offsetd`; `strimzi.io/pause-reconciliation` is never used, so it can never be left behind.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from dataclasses import replace
+from typing import Any, Self
+
+from offsetd.config.connect_clusters import StrimziAccess
+from offsetd.connect.offsets import entries_from_json
+from offsetd.errors import (
+    ChangeIncomplete,
+    ConnectorRejected,
+    GitOpsManaged,
+    OffsetdError,
+    StrimziManaged,
+)
+from offsetd.kube.api import KubeApi, open_kube
+from offsetd.offsets.backend import BackendRequest, Refusal
+from offsetd.offsets.change import Plan
+from offsetd.offsets.documents import configmap_name
+from offsetd.offsets.model import OffsetEntry
+from offsetd.offsets.operations import OffsetsService
+from offsetd.offsets.snapshots import Snapshot
+from offsetd.offsets.strimzi.resources import (
+    OFFSETS_ANNOTATION,
+    ConnectorResource,
+    ConnectResource,
+    find_connect,
+    gitops_owner,
+    locate,
+)
+
+__all__ = ["StrimziBackend", "strimzi_resources_backend"]
+
+_SPEC_STATE = {"STOPPED": "stopped", "PAUSED": "paused", "RUNNING": "running"}
+_REASONS = {"alter": "AlterOffsets", "reset": "ResetOffsets", "list": "ListOffsets"}
+_LABELS = {"app.kubernetes.io/managed-by": "offsetd"}
+
+
+class StrimziBackend(OffsetsService):
+    """Changes offsets of a Strimzi-managed cluster through its custom resources."""
+
+    name = "strimzi"
+
+    def __init__(self, *args: Any, api: KubeApi, access: StrimziAccess, url: str,
+                 **kwargs: Any) -> None:  # fmt: skip
+        super().__init__(*args, **kwargs)
+        self.api = api
+        self.access = access
+        self.url = url
+        self._connect: ConnectResource | None = None
+        self._detected = False
+        self._spec_state_before: dict[str, str | None] = {}
+
+    @classmethod
+    def for_strimzi(cls, request: BackendRequest, access: StrimziAccess) -> Self:
+        return cls(
+            request.client,
+            request.store,
+            connect_cluster=request.connect_cluster,
+            timeouts=request.timeouts,
+            log=request.log,
+            api=open_kube(access),
+            access=access,
+            url=request.client.url,
+        )
+
+    # -- which resource ---------------------------------------------------------------------------
+
+    async def managed_by(self) -> ConnectResource | None:
+        """The KafkaConnect managing this cluster, asked of the API once (None: not Strimzi)."""
+        if not self._detected:
+            self._connect = await find_connect(
+                self.api, name=self.access.kafka_connect, url=self.url, alias=self.connect_cluster
+            )
+            self._detected = True
+            if self._connect is not None:
+                self.log(
+                    f"Connect cluster {self.connect_cluster} is managed by Strimzi "
+                    f"(KafkaConnect {self.api.namespace}/{self._connect.name})"
+                )
+        return self._connect
+
+    async def resource(self, connector: str) -> ConnectorResource | None:
+        """The connector's resource as it is now; None when the cluster is not Strimzi's."""
+        connect = await self.managed_by()
+        return None if connect is None else await locate(self.api, connect, connector)
+
+    def write_refusal(self) -> Refusal | None:
+        return None
+
+    # -- planning --------------------------------------------------------------------------------
+
+    async def _base_plan(self, connector: str, operation: str) -> Plan:
+        found = await self.resource(connector)
+        if found is not None:
+            owner = gitops_owner(found.resource)
+            if owner is not None and not self.access.allow_gitops_managed:
+                raise GitOpsManaged(
+                    f"{found.label} is managed by {owner}, which would put spec.state back as "
+                    "Strimzi puts REST back; change it through that controller, or set "
+                    f"connect_clusters.{self.connect_cluster}.strimzi.allow_gitops_managed"
+                )
+        return await super()._base_plan(connector, operation)
+
+    async def plan_alter(self, connector: str, patch: list[OffsetEntry]) -> Plan:
+        return await self._with_steps(await super().plan_alter(connector, patch))
+
+    async def plan_reset(self, connector: str) -> Plan:
+        return await self._with_steps(await super().plan_reset(connector))
+
+    async def plan_undo(self, snapshot_id: str, *, force: bool = False) -> Plan:
+        return await self._with_steps(await super().plan_undo(snapshot_id, force=force))
+
+    async def _with_steps(self, plan: Plan) -> Plan:
+        found = await self.resource(plan.connector)
+        if found is None:
+            return plan
+        return replace(plan, notes=(*plan.notes, self.resource_steps(found, plan)))
+
+    def resource_steps(self, found: ConnectorResource, plan: Plan) -> str:
+        """What `--dry-run` shows: the resource changes and the ConfigMap, in order."""
+        ns = self.api.namespace
+        where = f"{found.kind} {ns}/{found.name} at {found.pointer}"
+        lines = [f"through {where} (field manager offsetd):"]
+        if plan.prior_state != "STOPPED":
+            lines.append("  1. spec.state: stopped, then wait until REST shows STOPPED")
+        if plan.patch is not None:
+            name = self.alter_configmap(found)
+            body = json.dumps({"offsets": [e.as_json() for e in plan.patch]}, indent=2)
+            lines.append(f"  2. ConfigMap {ns}/{name}, key {found.configmap_key()}:")
+            lines += ["       " + line for line in body.splitlines()]
+            lines.append(f"     alterOffsets.fromConfigMap.name: {name}")
+        notes = ", ".join(
+            f"{k}={v}"
+            for k, v in found.offsets_annotations("alter" if plan.patch else "reset").items()
+        )
+        lines.append(f"  3. annotate {notes}; wait until Strimzi removed {OFFSETS_ANNOTATION}")
+        lines.append(
+            f"  4. read back: listOffsets.toConfigMap.name: {self.list_configmap(found)}, "
+            f"annotate {OFFSETS_ANNOTATION}=list"
+        )
+        if plan.prior_state != "STOPPED":
+            lines.append(f"  5. spec.state back to {found.spec_state or '(absent: running)'}")
+        return "\n".join(lines)
+
+    @staticmethod
+    def alter_configmap(found: ConnectorResource) -> str:
+        return configmap_name(f"{found.name}-offsetd-alter")
+
+    @staticmethod
+    def list_configmap(found: ConnectorResource) -> str:
+        return configmap_name(f"{found.name}-offsetd-list")
+
+    # -- the steps that move the connector ---------------------------------------------------------
+
+    async def request_state(self, connector: str, state: str) -> None:
+        found = await self.resource(connector)
+        if found is None:
+            await super().request_state(connector, state)
+            return
+        if state == "STOPPED":
+            self._spec_state_before.setdefault(connector, found.spec_state)
+            value: str | None = "stopped"
+        else:
+            before = self._spec_state_before.pop(connector, _SPEC_STATE[state])
+            # Put back exactly what the spec said (absent stays absent) when it meant this state.
+            value = before if (before or "running") == _SPEC_STATE[state] else _SPEC_STATE[state]
+        if found.spec_state == value:
+            return
+        self.log(
+            f"{found.label}: spec.state {found.spec_state or '(absent)'} -> {value or '(absent)'}"
+        )
+        await self._set_spec(found, "state", value)
+
+    async def write(self, plan: Plan, snapshot: Snapshot) -> str:
+        found = await self.resource(plan.connector)
+        if found is None:
+            return await super().write(plan, snapshot)
+        try:
+            return await self._write_through(found, plan)
+        except OffsetdError as exc:  # a refused or timed-out write is read back before "unchanged"
+            raise await self._after_failed_write(plan, snapshot, exc) from None
+
+    async def _write_through(self, found: ConnectorResource, plan: Plan) -> str:
+        operation = "reset" if plan.patch is None else "alter"
+        if plan.patch is not None:
+            name = self.alter_configmap(found)
+            body = json.dumps({"offsets": [e.as_json() for e in plan.patch]}, indent=2)
+            await self.api.put_configmap(name, {found.configmap_key(): body}, _LABELS)
+            wanted = {"fromConfigMap": {"name": name}}
+            if found.spec.get("alterOffsets") != wanted:
+                await self._set_spec(found, "alterOffsets", wanted)
+        self.log(f"{found.label}: annotating {OFFSETS_ANNOTATION}={operation}")
+        await self._operate(found, operation)
+        return f"Strimzi applied {OFFSETS_ANNOTATION}={operation} on {found.label}"
+
+    async def read_back_offsets(self, connector: str) -> list[OffsetEntry]:
+        found = await self.resource(connector)
+        if found is None:
+            return await super().read_back_offsets(connector)
+        name = self.list_configmap(found)
+        wanted = {"toConfigMap": {"name": name}}
+        if found.spec.get("listOffsets") != wanted:
+            await self._set_spec(found, "listOffsets", wanted)
+        await self._operate(found, "list")
+        data = await self.api.configmap_data(name) or {}
+        raw = data.get(found.configmap_key())
+        if raw is None:
+            raise ChangeIncomplete(
+                f"Strimzi listed the offsets of {found.label}, but ConfigMap {name} has no "
+                f"key {found.configmap_key()}"
+            )
+        return entries_from_json(json.loads(raw).get("offsets") or [])
+
+    async def _operate(self, found: ConnectorResource, operation: str) -> None:
+        """Annotate, then wait until the operator took the annotation away (done) or wrote a
+        warning condition about it (refused: the annotation is taken back, nothing retries)."""
+        patched = await self.api.patch(
+            found.kind,
+            found.name,
+            {"metadata": {"annotations": found.offsets_annotations(operation)}},
+        )
+        version = patched["metadata"]["resourceVersion"]
+        reason = _REASONS[operation]
+        deadline = time.monotonic() + self.access.operator_timeout / 1000
+        while True:
+            now = await locate(self.api, await self._require_connect(), found.connector)
+            if OFFSETS_ANNOTATION not in now.annotations:
+                return
+            newer = now.resource["metadata"]["resourceVersion"] != version
+            refused = [w for w in now.warnings() if reason in w or "ManageOffsets" in w]
+            if newer and refused:
+                await self._take_back(now)
+                raise ConnectorRejected(
+                    f"Strimzi refused {OFFSETS_ANNOTATION}={operation} on {found.label}: "
+                    + "; ".join(refused)
+                )
+            if time.monotonic() >= deadline:
+                await self._take_back(now)
+                raise ChangeIncomplete(
+                    f"Strimzi did not act on {OFFSETS_ANNOTATION}={operation} on {found.label} "
+                    f"within {self.access.operator_timeout / 1000:g} s (is its operator running?)"
+                )
+            await asyncio.sleep(self.timeouts.poll_s)
+
+    async def _set_spec(self, found: ConnectorResource, field: str, value: Any) -> None:
+        operations = found.spec_patch(field, value)
+        if operations:
+            await self.api.patch(found.kind, found.name, operations, json_patch=True)
+
+    async def _take_back(self, found: ConnectorResource) -> None:
+        await self.api.patch(
+            found.kind, found.name, {"metadata": {"annotations": found.offsets_annotations(None)}}
+        )
+
+    async def _require_connect(self) -> ConnectResource:
+        connect = await self.managed_by()
+        if connect is None:
+            raise StrimziManaged(f"Connect cluster {self.connect_cluster} is no longer Strimzi's")
+        return connect
+
+
+def strimzi_resources_backend(request: BackendRequest) -> OffsetsService:
+    """The `strimzi` backend (offsetd.offsets.registry): needs the cluster's `strimzi` access."""
+    access = request.strimzi
+    if access is None:
+        raise ValueError(f"Connect cluster {request.connect_cluster} has no strimzi access")
+    return StrimziBackend.for_strimzi(request, access)
