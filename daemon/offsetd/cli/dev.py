@@ -51,6 +51,15 @@ def _print_endpoints(info: StackInfo) -> None:
     for url in info.connect["urls"]:
         click.echo(f"connect       {url}")
     click.echo(f"mm2           {', '.join(info.mm2['connectors'])}")
+    if info.kubernetes:
+        kube = info.kubernetes
+        click.echo(
+            f"kubernetes    {kube['url']} namespace {kube['namespace']} "
+            f"(kafka.strimzi.io/{kube['strimzi_api']}; stand-in operator every "
+            f"{kube['standin_interval_s']:g} s)"
+        )
+        click.echo(f"kubeconfig    {kube['admin_kubeconfig']} (admin)")
+        click.echo(f"kubeconfig    {kube['offsetd_kubeconfig']} (offsetd's Role)")
     click.echo(f"run dir       {info.run_dir} (started in {info.started_in_s} s)")
 
 
@@ -69,7 +78,37 @@ def dev() -> None:
     "--base-port", type=int, default=None, help="Use ports from here on instead of free ones."
 )
 @click.option("--timeout", default=240.0, show_default=True, help="Seconds to wait for readiness.")
-def up(run_dir: Path, detach: bool, workers: int, base_port: int | None, timeout: float) -> None:
+@click.option(
+    "--k8s",
+    "k8s",
+    is_flag=True,
+    help="Also start etcd + kube-apiserver with Strimzi's CRDs, resources describing the "
+    "stack, and a stand-in for Strimzi's operator.",
+)
+@click.option(
+    "--strimzi-crds",
+    type=click.Choice(["1.2.0", "0.45.0"]),
+    default="1.2.0",
+    show_default=True,
+    help="--k8s: Strimzi release of the CRDs (1.2.0 serves v1, 0.45.0 serves v1beta2).",
+)
+@click.option(
+    "--reconcile-interval",
+    type=float,
+    default=120.0,
+    show_default=True,
+    help="--k8s: seconds between the stand-in operator's full reconciles.",
+)
+def up(
+    run_dir: Path,
+    detach: bool,
+    workers: int,
+    base_port: int | None,
+    timeout: float,
+    k8s: bool,
+    strimzi_crds: str,
+    reconcile_interval: float,
+) -> None:
     """Start two KRaft clusters, a Connect worker group and the MM2 set on loopback."""
     stack = Stack(run_dir, log=_say)
     stopping = False
@@ -81,7 +120,13 @@ def up(run_dir: Path, detach: bool, workers: int, base_port: int | None, timeout
 
     previous = signal.signal(signal.SIGTERM, on_signal)
     try:
-        info = stack.up(workers=workers, base_port=base_port, timeout_s=timeout)
+        info = stack.up(
+            workers=workers,
+            base_port=base_port,
+            timeout_s=timeout,
+            k8s=strimzi_crds if k8s else None,
+            reconcile_interval_s=reconcile_interval,
+        )
     except DevStackError as exc:
         _fail(exc)
     except KeyboardInterrupt:
@@ -125,14 +170,22 @@ def down(run_dir: Path) -> None:
     default=None,
     help="Write an offsetd.yaml for the running stack to this path.",
 )
-def env(run_dir: Path, as_json: bool, write_config: Path | None) -> None:
+@click.option(
+    "--strimzi",
+    is_flag=True,
+    help="--write-config on a --k8s stack: offsetd acts through the Strimzi resources.",
+)
+def env(run_dir: Path, as_json: bool, write_config: Path | None, strimzi: bool) -> None:
     """Describe the running stack: bootstrap servers, Connect URL, MM2 names."""
     try:
         info = Stack(run_dir).info()
     except DevStackError as exc:
         _fail(exc)
     if write_config is not None:
-        _write_yaml(write_config, info.offsetd_config())
+        try:
+            _write_yaml(write_config, info.offsetd_config(strimzi=strimzi))
+        except DevStackError as exc:
+            _fail(exc)
         _say(f"wrote {write_config}")
     if as_json:
         click.echo(json.dumps(info.as_env(), indent=2))

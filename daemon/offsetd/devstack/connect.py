@@ -108,6 +108,11 @@ class ConnectRest:
                 f"Connect refused connector {name} ({response.status_code}): {response.text[:300]}"
             )
 
+    def config(self, name: str) -> dict[str, str]:
+        response = self._client.get(f"/connectors/{quote(name, safe='')}/config")
+        response.raise_for_status()
+        return {str(k): str(v) for k, v in response.json().items()}
+
     def status(self, name: str) -> dict[str, Any] | None:
         response = self._client.get(f"/connectors/{quote(name, safe='')}/status")
         if response.status_code == 404:

@@ -118,6 +118,23 @@ class KubeCluster:
         self._info_file.write_text(json.dumps(asdict(info), indent=2))
         return info
 
+    def admin_client(self) -> Client:
+        return Client(
+            config=KubeConfig.from_file(self.info().admin_kubeconfig), field_manager=_FIELD_MANAGER
+        )
+
+    def grant(self, namespace: str) -> Path:
+        """A namespace with service account `offsetd` bound to the shipped Role; its kubeconfig
+        (what a test gives offsetd: exactly the Role's rights, never admin)."""
+        info = self.info()
+        client = self.admin_client()
+        try:
+            token = _offsetd_account(client, namespace)
+        finally:
+            client.close()
+        ca = Path(info.run_dir) / "pki" / "serving" / "apiserver.crt"
+        return self._write_kubeconfig(f"offsetd-{namespace}", info.url, ca, token, namespace)
+
     def down(self) -> list[str]:
         stopped = procs.stop(list(reversed(procs.load(self._procs_file))))
         self._procs_file.unlink(missing_ok=True)

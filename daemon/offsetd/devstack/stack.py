@@ -9,24 +9,27 @@ from __future__ import annotations
 
 import json
 import shutil
+import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import Any
 
 from confluent_kafka.admin import AdminClient
 
-from offsetd.devstack import connect, kafka, mm2, procs
+from offsetd.devstack import connect, kafka, mm2, procs, strimzi_resources
 from offsetd.devstack.errors import DevStackError
 from offsetd.devstack.jars import ensure_kafka_jars, java_executable
 from offsetd.devstack.jvm import java_command, render_properties, write_log_config
+from offsetd.devstack.kube import KubeCluster
 from offsetd.devstack.ports import HOST, check_bindable, free_ports
 
 __all__ = ["CONNECT_CLUSTER_NAME", "Stack", "StackInfo"]
 
 CONNECT_CLUSTER_NAME = "local"
+MM2_RESOURCE = "mm2"  # the KafkaMirrorMaker2 describing the MM2 set (`dev up --k8s`)
 _PORTS_PER_KAFKA = 2
 
 
@@ -41,6 +44,7 @@ class StackInfo:
     started_in_s: float = 0.0
     jar_dir: str = ""
     logs: dict[str, str] = field(default_factory=dict)
+    kubernetes: dict[str, Any] = field(default_factory=dict)  # `dev up --k8s`: the API server
 
     def as_env(self) -> dict[str, Any]:
         return {
@@ -49,10 +53,27 @@ class StackInfo:
             "mm2": self.mm2,
             "run_dir": self.run_dir,
             "logs": self.logs,
+            **({"kubernetes": self.kubernetes} if self.kubernetes else {}),
         }
 
-    def offsetd_config(self) -> dict[str, Any]:
-        """The `offsetd.yaml` content for this stack (plain data, validated by the config model)."""
+    def offsetd_config(self, *, strimzi: bool = False) -> dict[str, Any]:
+        """The `offsetd.yaml` content for this stack (plain data, validated by the config model).
+
+        `strimzi`: (a `--k8s` stack) the Connect cluster gets its `strimzi` section, so offsetd
+        drives its connectors through their resources with the `offsetd` service account.
+        """
+        config = self._plain_config()
+        if strimzi:
+            if not self.kubernetes:
+                raise DevStackError("this stack has no Kubernetes API: start it with --k8s")
+            config["connect_clusters"][CONNECT_CLUSTER_NAME]["strimzi"] = {
+                "namespace": self.kubernetes["namespace"],
+                "kafka_connect": CONNECT_CLUSTER_NAME,
+                "kubeconfig": self.kubernetes["offsetd_kubeconfig"],
+            }
+        return config
+
+    def _plain_config(self) -> dict[str, Any]:
         return {
             "kafka_clusters": {
                 alias: {"bootstrap_servers": c["bootstrap.servers"]}
@@ -101,8 +122,16 @@ class Stack:
     # -- lifecycle ---------------------------------------------------------------------------
 
     def up(
-        self, workers: int = 1, base_port: int | None = None, timeout_s: float = 180
+        self,
+        workers: int = 1,
+        base_port: int | None = None,
+        timeout_s: float = 180,
+        *,
+        k8s: str | None = None,
+        reconcile_interval_s: float = 120.0,
     ) -> StackInfo:
+        """Start the stack; `k8s` (a Strimzi release of the CRDs, e.g. "1.2.0") also starts
+        a Kubernetes API server describing it, and the stand-in operator."""
         if workers < 1:
             raise DevStackError("--workers must be at least 1")
         if self.live_processes():
@@ -117,6 +146,8 @@ class Stack:
         ports = self._ports(2 * _PORTS_PER_KAFKA + workers, base_port)
         try:
             info = self._start(java, jar_dir, ports, workers, time.monotonic() + timeout_s)
+            if k8s is not None:
+                info.kubernetes = self._start_k8s(info, k8s, reconcile_interval_s)
         except BaseException:
             self.log("start-up failed; stopping the processes it started")
             _stop_in_order(self._records)
@@ -145,6 +176,7 @@ class Stack:
     def down(self) -> list[str]:
         """Stop exactly the recorded processes that are still ours; safe to call twice."""
         stopped = _stop_in_order(procs.load(self._procs_file))
+        stopped += KubeCluster(self.run_dir / "k8s").down()
         self._procs_file.unlink(missing_ok=True)
         self._state_file.unlink(missing_ok=True)
         return stopped
@@ -269,6 +301,37 @@ class Stack:
             logs={r.name: r.log for r in self._records},
         )
 
+    def _start_k8s(self, info: StackInfo, release: str, interval_s: float) -> dict[str, Any]:
+        """The API server, resources describing this stack, and the stand-in operator."""
+        cluster = KubeCluster(self.run_dir / "k8s", log=self.log)
+        kube = cluster.up(free_ports(3), strimzi_release=release)
+        self._records += procs.load(cluster.run_dir / "processes.json")  # so a failure stops them
+        rest = connect.ConnectRest(info.connect["url"])
+        client = cluster.admin_client()
+        try:
+            for doc in _stack_resources(info, rest, kube.strimzi_api):
+                strimzi_resources.apply_resource(client, kube.namespace, doc)
+        finally:
+            client.close()
+            rest.close()
+        self._records = [r for r in self._records if r.name not in ("etcd", "kube-apiserver")]
+        url = info.connect["url"]
+        self.log(f"starting the Strimzi stand-in operator (every {interval_s:g} s)")
+        self._spawn(
+            "strimzi-standin",
+            [
+                sys.executable,
+                "-m",
+                "offsetd.devstack.strimzi_standin",
+                f"--kubeconfig={kube.admin_kubeconfig}",
+                f"--namespace={kube.namespace}",
+                f"--connect={CONNECT_CLUSTER_NAME}={url}",
+                f"--connect={MM2_RESOURCE}={url}",
+                f"--interval={interval_s}",
+            ],
+        )
+        return {**asdict(kube), "standin_interval_s": interval_s}
+
     def _start_mm2(
         self,
         rest: connect.ConnectRest,
@@ -334,6 +397,40 @@ class Stack:
                     f"{what} was not ready in time; see {record.log} for what it was doing"
                 )
             time.sleep(0.5)
+
+
+def _stack_resources(
+    info: StackInfo, rest: connect.ConnectRest, version: str
+) -> list[dict[str, Any]]:
+    topics = {
+        "config": info.connect["config.storage.topic"],
+        "status": info.connect["status.storage.topic"],
+        "offset": info.connect["offset.storage.topic"],
+        "group": info.connect["group.id"],
+    }
+    west = info.clusters[mm2.TARGET]["bootstrap.servers"]
+    east = info.clusters[mm2.SOURCE]["bootstrap.servers"]
+    docs = [
+        strimzi_resources.kafka_connect(
+            CONNECT_CLUSTER_NAME, version, bootstrap=west, group_id=topics["group"], topics=topics
+        ),
+        strimzi_resources.kafka_mirror_maker_2(
+            MM2_RESOURCE,
+            version,
+            source=(mm2.SOURCE, east),
+            target=(mm2.TARGET, west),
+            target_topics=topics,
+            source_config=rest.config(mm2.SOURCE_CONNECTOR),
+            checkpoint_config=rest.config(mm2.CHECKPOINT_CONNECTOR),
+        ),
+    ]
+    for name in (mm2.AUDIT_CONNECTOR,):  # west->east.Mirror... is no valid resource name
+        docs.append(
+            strimzi_resources.kafka_connector(
+                name, version, CONNECT_CLUSTER_NAME, rest.config(name)
+            )
+        )
+    return docs
 
 
 def _stop_in_order(records: list[procs.ProcessRecord]) -> list[str]:

@@ -142,19 +142,23 @@ class StandIn:
         if annotations.get(PAUSE_RECONCILIATION) == "true":
             self._status(target, resource, [_condition("ReconciliationPaused", "", "")])
             return
-        self._ensure_config(target)
+        if self._ensure_config(target):
+            self.wake.set()  # just created: Connect answers for it only after its rebalance
+            return
         self._restarts(target, resource, annotations)
         state = self._rest_state(target)
         self._drive_state(target, state)
         warnings = self._offsets(target, resource, annotations)
         self._status(target, resource, warnings)
 
-    def _ensure_config(self, target: ConnectorTarget) -> None:
+    def _ensure_config(self, target: ConnectorTarget) -> bool:
+        """Create the connector, or put the resource's config back; True when created."""
         response = self.http.get(f"{target.url}/connectors/{_q(target.connector)}/config")
         if response.status_code == 404:
             log.info("creating %s", target.connector)
             self._put_config(target, target.desired_config)
-            return
+            time.sleep(0.5)
+            return True
         response.raise_for_status()
         current = {k: v for k, v in response.json().items() if k != "name"}
         if target.replace_config:
@@ -164,6 +168,7 @@ class StandIn:
         if current != wanted:
             log.info("putting the resource's config back on %s", target.connector)
             self._put_config(target, wanted)
+        return False
 
     def _put_config(self, target: ConnectorTarget, config: dict[str, str]) -> None:
         url = f"{target.url}/connectors/{_q(target.connector)}/config"
@@ -502,6 +507,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--interval", type=float, default=120.0)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    logging.getLogger("httpx").setLevel(logging.WARNING)
     client = Client(config=KubeConfig.from_file(args.kubeconfig), field_manager=_FIELD_MANAGER)
     urls = dict(entry.split("=", 1) for entry in args.connect)
     version = served_version(client)
