@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
+from offsetd.devstack.kube import KubeCluster
+from offsetd.devstack.ports import free_ports
 from offsetd.devstack.stack import Stack, StackInfo
 from tests.integration.kafkautil import ConnectClient
+from tests.integration.strimzi_env import StrimziNamespace, new_namespace
 
 REPO = Path(__file__).resolve().parents[2]
 TEST_STACK_DIR = REPO / ".offsetd" / "test-stack"
@@ -61,3 +64,46 @@ def offsetd_yaml(stack: StackInfo, tmp_path_factory: pytest.TempPathFactory) -> 
     with path.open("w") as out:
         YAML().dump(stack.offsetd_config(), out)
     return path
+
+
+def _kube(release: str) -> Iterator[KubeCluster]:
+    """A real API server (etcd + kube-apiserver) with Strimzi's CRDs of `release`."""
+    cluster = KubeCluster(REPO / ".offsetd" / f"test-kube-{release}", log=print)
+    cluster.down()
+    cluster.up(free_ports(3), strimzi_release=release)
+    try:
+        yield cluster
+    finally:
+        cluster.down()
+
+
+@pytest.fixture(scope="session")
+def kube_v1() -> Iterator[KubeCluster]:
+    yield from _kube("1.2.0")
+
+
+@pytest.fixture(scope="session")
+def kube_v1beta2() -> Iterator[KubeCluster]:
+    yield from _kube("0.45.0")
+
+
+@pytest.fixture
+def strimzi_ns(
+    kube_v1: KubeCluster, stack: StackInfo, tmp_path: Path, connect: ConnectClient
+) -> Iterator[Callable[..., StrimziNamespace]]:
+    """Factory: a fresh namespace (v1 unless given another cluster) with its own stand-in
+    operator; on teardown the stand-in stops and the test's connectors are deleted."""
+    made: list[StrimziNamespace] = []
+
+    def make(kube: KubeCluster | None = None, interval_s: float = 3.0) -> StrimziNamespace:
+        ns = new_namespace(kube or kube_v1, stack, tmp_path)
+        ns.start_standin(interval_s)
+        made.append(ns)
+        return ns
+
+    yield make
+    for ns in made:
+        ns.stop_standin()
+        for name in ns.created:
+            connect.delete(name)
+        ns.admin.close()

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import secrets
+import ssl
 import subprocess
 import time
 from dataclasses import asdict, dataclass
@@ -123,17 +124,19 @@ class KubeCluster:
             config=KubeConfig.from_file(self.info().admin_kubeconfig), field_manager=_FIELD_MANAGER
         )
 
-    def grant(self, namespace: str) -> Path:
-        """A namespace with service account `offsetd` bound to the shipped Role; its kubeconfig
-        (what a test gives offsetd: exactly the Role's rights, never admin)."""
+    def grant(self, namespace: str, verbs_without: tuple[str, ...] = ()) -> Path:
+        """A namespace with a service account bound to the shipped Role; its kubeconfig (what
+        a test gives offsetd: exactly the Role's rights, never admin). `verbs_without`: a
+        second account whose copy of the Role lacks those verbs."""
         info = self.info()
         client = self.admin_client()
+        account = "offsetd" if not verbs_without else "offsetd-without-" + "-".join(verbs_without)
         try:
-            token = _offsetd_account(client, namespace)
+            token = _offsetd_account(client, namespace, account, verbs_without)
         finally:
             client.close()
         ca = Path(info.run_dir) / "pki" / "serving" / "apiserver.crt"
-        return self._write_kubeconfig(f"offsetd-{namespace}", info.url, ca, token, namespace)
+        return self._write_kubeconfig(f"{account}-{namespace}", info.url, ca, token, namespace)
 
     def down(self) -> list[str]:
         stopped = procs.stop(list(reversed(procs.load(self._procs_file))))
@@ -274,7 +277,10 @@ def _api_ready(url: str, ca: Path, token: str) -> bool:
     if not ca.exists():
         return False
     response = httpx.get(
-        f"{url}/readyz", verify=str(ca), headers={"Authorization": f"Bearer {token}"}, timeout=3
+        f"{url}/readyz",
+        verify=ssl.create_default_context(cafile=str(ca)),
+        headers={"Authorization": f"Bearer {token}"},
+        timeout=3,
     )
     return response.status_code == 200
 
@@ -298,37 +304,36 @@ def _established(crd: CustomResourceDefinition) -> bool:
     return any(c.type == "Established" and c.status == "True" for c in conditions)
 
 
-def _offsetd_account(client: Client, namespace: str) -> str:
-    """Namespace, service account `offsetd`, the shipped Role bound to it; a token for it."""
+def _offsetd_account(
+    client: Client,
+    namespace: str,
+    account: str = "offsetd",
+    verbs_without: tuple[str, ...] = (),
+) -> str:
+    """Namespace, a service account, the shipped Role (less `verbs_without`) bound to it; a
+    token for it."""
     try:
         client.create(Namespace(metadata=ObjectMeta(name=namespace)))
     except ApiError as exc:
         if exc.status.code != 409:
             raise
-    client.apply(
-        ServiceAccount(metadata=ObjectMeta(name="offsetd", namespace=namespace)), force=True
-    )
+    client.apply(ServiceAccount(metadata=ObjectMeta(name=account, namespace=namespace)), force=True)
     with role_file().open() as stream:
         role = cast(Role, codecs.load_all_yaml(stream)[0])
-    role.metadata.namespace = namespace  # type: ignore[union-attr]
+    role.metadata = ObjectMeta(name=account, namespace=namespace)
+    for rule in role.rules or []:
+        rule.verbs = [v for v in rule.verbs if v not in verbs_without]
     client.apply(role, force=True)
-    client.apply(
-        cast(RoleBinding, RoleBinding.from_dict(
-            {
-                "metadata": {"name": "offsetd", "namespace": namespace},
-                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
-                            "name": "offsetd"},
-                "subjects": [{"kind": "ServiceAccount", "name": "offsetd",
-                              "namespace": namespace}],
-            }
-        )),
-        force=True,
-    )  # fmt: skip
-    request = ServiceAccount.Token(
-        metadata=ObjectMeta(), spec=TokenRequestSpec(audiences=[], expirationSeconds=_TOKEN_SECONDS)
-    )
-    issued = client.create(request, "offsetd", namespace=namespace)
+    binding = {
+        "metadata": {"name": account, "namespace": namespace},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": account},
+        "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": namespace}],
+    }
+    client.apply(cast(RoleBinding, RoleBinding.from_dict(binding)), force=True)
+    spec = TokenRequestSpec(audiences=[], expirationSeconds=_TOKEN_SECONDS)
+    issued = client.create(ServiceAccount.Token(metadata=ObjectMeta(), spec=spec), account,
+                           namespace=namespace)  # fmt: skip
     token = issued.status.token if issued.status else None
     if not token:
-        raise DevStackError("the API server issued no token for service account offsetd")
+        raise DevStackError(f"the API server issued no token for service account {account}")
     return token

@@ -45,6 +45,7 @@ from typing import Any
 from urllib.parse import quote
 
 import httpx
+import httpx2
 from lightkube import ApiError, Client, KubeConfig
 from lightkube.generic_resource import GenericNamespacedResource, create_namespaced_resource
 from lightkube.models.meta_v1 import ObjectMeta, OwnerReference
@@ -485,8 +486,8 @@ def served_version(client: Client) -> str:
         kind = create_namespaced_resource(GROUP, version, "KafkaConnect", "kafkaconnects")
         try:
             list(client.list(kind, namespace="default", chunk_size=1))
-        except ApiError as exc:
-            if exc.status.code == 404:
+        except httpx2.HTTPStatusError as exc:  # ApiError, or an unserved version's plain 404
+            if exc.response.status_code == 404:
                 continue
             raise
         return version

@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 from typing import Any, Literal
 
-import httpx
+import httpx2
 from lightkube import ApiError, AsyncClient, ConfigError, KubeConfig
 from lightkube.config.kubeconfig import SingleConfig
 from lightkube.generic_resource import GenericNamespacedResource, create_namespaced_resource
@@ -107,7 +107,11 @@ class KubeApi:
                     if exc.status.code == 404:
                         continue
                     raise _error(exc, "list", f"kafkaconnects.{GROUP}") from None
-                except httpx.HTTPError as exc:
+                except httpx2.HTTPStatusError as exc:  # an unserved version: a plain-text 404
+                    if exc.response.status_code == 404:
+                        continue
+                    raise _unreachable(exc) from None
+                except httpx2.HTTPError as exc:
                     raise _unreachable(exc) from None
                 self._version = version
                 break
@@ -126,7 +130,7 @@ class KubeApi:
             return _plain(await self.client.get(await self._kind(kind), name))
         except ApiError as exc:
             raise _error(exc, "get", f"{KINDS[kind]}.{GROUP} {name}") from None
-        except httpx.HTTPError as exc:
+        except httpx2.HTTPError as exc:
             raise _unreachable(exc) from None
 
     async def list(self, kind: Kind) -> list[dict[str, Any]]:
@@ -134,7 +138,7 @@ class KubeApi:
             return [_plain(r) async for r in self.client.list(await self._kind(kind))]
         except ApiError as exc:
             raise _error(exc, "list", f"{KINDS[kind]}.{GROUP}") from None
-        except httpx.HTTPError as exc:
+        except httpx2.HTTPError as exc:
             raise _unreachable(exc) from None
 
     async def patch(
@@ -148,7 +152,7 @@ class KubeApi:
             )
         except ApiError as exc:
             raise _error(exc, "patch", f"{KINDS[kind]}.{GROUP} {name}") from None
-        except httpx.HTTPError as exc:
+        except httpx2.HTTPError as exc:
             raise _unreachable(exc) from None
 
     async def configmap_data(self, name: str) -> dict[str, str] | None:
@@ -159,7 +163,7 @@ class KubeApi:
             if exc.status.code == 404:
                 return None
             raise _error(exc, "get", f"configmaps {name}") from None
-        except httpx.HTTPError as exc:
+        except httpx2.HTTPError as exc:
             raise _unreachable(exc) from None
         return dict(found.data or {})
 
@@ -173,13 +177,13 @@ class KubeApi:
         except ApiError as exc:
             if exc.status.code != 409:
                 raise _error(exc, "create", f"configmaps {name}") from None
-        except httpx.HTTPError as exc:
+        except httpx2.HTTPError as exc:
             raise _unreachable(exc) from None
         try:
             await self.client.patch(ConfigMap, name, {"data": data}, patch_type=PatchType.MERGE)
         except ApiError as exc:
             raise _error(exc, "patch", f"configmaps {name}") from None
-        except httpx.HTTPError as exc:
+        except httpx2.HTTPError as exc:
             raise _unreachable(exc) from None
 
 
@@ -199,7 +203,7 @@ def _error(exc: ApiError, verb: str, what: str) -> KubernetesError:
     )
 
 
-def _unreachable(exc: httpx.HTTPError) -> KubernetesError:
+def _unreachable(exc: httpx2.HTTPError) -> KubernetesError:
     return KubernetesError(
         f"the Kubernetes API could not be reached: {type(exc).__name__}: {exc}", retriable=True
     )

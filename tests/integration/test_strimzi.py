@@ -1,0 +1,298 @@
+"""Strimzi's documented offsets procedures, done by offsetd through the resources.
+
+Real parts: the kube-apiserver + etcd of the session (Strimzi's CRDs applied), the real Connect
+cluster and Kafka of the stack. The operator is the tests-only stand-in
+(`offsetd.devstack.strimzi_standin`), which plays the documented behaviour offsetd relies on;
+offsetd itself runs with a service-account token bound to exactly the shipped Role.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from offsetd.config import load_settings
+from offsetd.connect.client import ConnectClient as OffsetdConnectClient
+from offsetd.devstack import strimzi_resources
+from offsetd.devstack.kube import KubeCluster
+from offsetd.devstack.stack import StackInfo
+from offsetd.offsets.backend import BackendRequest
+from offsetd.offsets.registry import backend_for
+from offsetd.offsets.snapshots.files import FileSnapshotStore
+from offsetd.offsets.strimzi.backend import StrimziBackend
+from tests.integration.cliutil import offsetd, offsetd_json
+from tests.integration.kafkautil import (
+    ConnectClient,
+    consume_all,
+    create_topic,
+    produce,
+    string_file_source,
+    unique,
+    wait_for,
+)
+from tests.integration.strimzi_env import MM2_RESOURCE, StrimziNamespace, wait_state
+
+pytestmark = pytest.mark.timeout(300)
+
+Factory = Callable[..., StrimziNamespace]
+LINES = 20
+
+
+def _lines(count: int) -> str:
+    """Lines of exactly 10 bytes, so FileStreamSource position 10 * k is the start of line k+1."""
+    return "".join(f"rec-{i:05d}\n" for i in range(1, count + 1))
+
+
+def _file_source(
+    ns: StrimziNamespace, west: str, tmp_path: Path, connect: ConnectClient
+) -> tuple[str, str]:
+    name, topic = unique("fs-src").lower(), unique("fs-src-out")
+    create_topic(west, topic)
+    source = tmp_path / f"{name}.txt"
+    source.write_text(_lines(LINES))
+    ns.connector(name, string_file_source(source, topic))
+    connect.wait_running(name)
+    _wait_count(west, topic, LINES)
+    wait_for(
+        "the source's offsets committed",
+        lambda: (
+            connect.offsets(name)["offsets"]
+            and connect.offsets(name)["offsets"][0]["offset"]["position"] == 10 * LINES
+        ),
+        30,
+    )
+    return name, topic
+
+
+def _values(west: str, topic: str) -> list[str]:
+    return [m.value().decode() for m in consume_all(west, topic)]  # type: ignore[union-attr]
+
+
+def _wait_count(west: str, topic: str, count: int) -> list[str]:
+    def probe() -> list[str] | None:
+        values = _values(west, topic)
+        return values if len(values) >= count else None
+
+    return wait_for(f"{count} records in {topic}", probe, 60)
+
+
+def _backend(ns: StrimziNamespace) -> StrimziBackend:
+    settings = load_settings(ns.config, {})
+    cluster = settings.connect_clusters["local"]
+    backend = backend_for(
+        BackendRequest(
+            "local",
+            cluster.orchestrator,
+            OffsetdConnectClient.for_cluster(cluster),
+            FileSnapshotStore(ns.log.parent / "snapshots"),
+            settings=settings,
+            strimzi=cluster.strimzi,
+        )
+    )
+    assert isinstance(backend, StrimziBackend)
+    return backend
+
+
+def test_a_rest_stop_is_resumed_by_the_operator_but_offsetds_stop_holds(
+    strimzi_ns: Factory, west: str, tmp_path: Path, connect: ConnectClient, stack: StackInfo
+) -> None:
+    ns = strimzi_ns(interval_s=2.0)
+    name, _topic = _file_source(ns, west, tmp_path, connect)
+
+    # The REST way: Strimzi's next reconcile drives the connector back to spec.state.
+    assert connect.http.put(connect.path(name, "/stop")).status_code == 204
+    wait_state(connect, name, "STOPPED", 10)
+    connect.wait_running(name, timeout_s=15)
+    assert f"{name} is STOPPED, its resource says RUNNING" in ns.standin_log()
+
+    # offsetd's way: spec.state, which every reconcile keeps.
+    backend = _backend(ns)
+
+    async def stop_hold_resume() -> list[str]:
+        await backend.request_state(name, "STOPPED")
+        wait_state(connect, name, "STOPPED", 20)
+        seen = []
+        for _ in range(4):  # two reconciles' worth
+            await asyncio.sleep(1.5)
+            seen.append(connect.status(name)["connector"]["state"])  # type: ignore[index]
+        assert ns.get("KafkaConnector", name)["spec"]["state"] == "stopped"
+        await backend.request_state(name, "RUNNING")
+        return seen
+
+    assert set(asyncio.run(stop_hold_resume())) == {"STOPPED"}
+    connect.wait_running(name, timeout_s=20)
+    assert "state" not in ns.get("KafkaConnector", name)["spec"]  # absent, as it was
+
+
+def test_list_alter_and_reset_go_through_the_resources_at_the_default_interval(
+    strimzi_ns: Factory, west: str, tmp_path: Path, connect: ConnectClient
+) -> None:
+    """Strimzi's default 120 s full reconcile: the operator acts on resource events, so each
+    step takes seconds; the records are re-read exactly from the new position."""
+    ns = strimzi_ns(interval_s=120.0)
+    name, topic = _file_source(ns, west, tmp_path, connect)
+
+    listed = offsetd_json(ns.config, "offsets", "list", name)
+    assert json.dumps(listed).count('"position": 200') == 1, listed
+    written = ns.configmap(f"{name}-offsetd-list-offsets")
+    assert written is not None
+    assert json.loads(written["offsets.json"])["offsets"][0]["offset"] == {"position": 200}
+    assert "strimzi.io/connector-offsets" not in (
+        ns.get("KafkaConnector", name)["metadata"].get("annotations") or {}
+    )
+
+    doc = {"offsets": [{"partition": {"filename": str(tmp_path / f"{name}.txt")},
+                        "offset": {"position": 10}}]}  # fmt: skip
+    altered = offsetd(ns.config, "offsets", "alter", name, "--file", "-", input=json.dumps(doc))
+    assert altered.exit_code == 0, altered.output + altered.stderr
+    values = _wait_count(west, topic, 2 * LINES - 1)
+    assert values[LINES:] == [f"rec-{i:05d}" for i in range(2, LINES + 1)]
+    spec = ns.get("KafkaConnector", name)["spec"]
+    assert "state" not in spec
+    assert spec["alterOffsets"] == {"fromConfigMap": {"name": f"{name}-offsetd-alter-offsets"}}
+    written = ns.configmap(f"{name}-offsetd-alter-offsets")
+    assert written is not None
+    assert json.loads(written["offsets.json"]) == doc
+
+    reset = offsetd(ns.config, "offsets", "reset", name)
+    assert reset.exit_code == 0, reset.output + reset.stderr
+    values = _wait_count(west, topic, 3 * LINES - 1)
+    assert values[2 * LINES - 1 :] == [f"rec-{i:05d}" for i in range(1, LINES + 1)]
+    connect.wait_running(name)
+
+
+def test_export_then_import_of_strimzis_configmap_is_identity(
+    strimzi_ns: Factory, west: str, tmp_path: Path, connect: ConnectClient
+) -> None:
+    ns = strimzi_ns(interval_s=120.0)
+    name, _topic = _file_source(ns, west, tmp_path, connect)
+    before = connect.offsets(name)
+    exported = offsetd(
+        ns.config, "offsets", "export", "--connectors", name, "--format", "strimzi-configmap"
+    )
+    assert exported.exit_code == 0, exported.output + exported.stderr
+    imported = offsetd(
+        ns.config, "offsets", "import", "-", "--connector", name, input=exported.stdout
+    )
+    assert imported.exit_code == 0, imported.output + imported.stderr
+    assert connect.offsets(name) == before
+
+    edited = exported.stdout.replace('"position": 200', '"position": 150')
+    assert edited != exported.stdout
+    imported = offsetd(ns.config, "offsets", "import", "-", "--connector", name, input=edited)
+    assert imported.exit_code == 0, imported.output + imported.stderr
+    assert connect.offsets(name)["offsets"][0]["offset"] == {"position": 150}
+
+
+def test_mirrormaker2_source_set_to_last_replicated_4_replays_exactly_the_later_records(
+    strimzi_ns: Factory, east: str, west: str, stack: StackInfo, connect: ConnectClient
+) -> None:
+    ns = strimzi_ns(interval_s=120.0)
+    source = "east->west.MirrorSourceConnector"
+    rest = connect.http.get(connect.path(source, "/config")).json()
+    checkpoint = connect.http.get(
+        connect.path("east->west.MirrorCheckpointConnector", "/config")
+    ).json()
+    topics = {
+        "config": stack.connect["config.storage.topic"],
+        "status": stack.connect["status.storage.topic"],
+        "offset": stack.connect["offset.storage.topic"],
+        "group": stack.connect["group.id"],
+    }
+    ns.apply(
+        strimzi_resources.kafka_mirror_maker_2(
+            MM2_RESOURCE,
+            ns.version,
+            source=("east", east),
+            target=("west", west),
+            target_topics=topics,
+            source_config=rest,
+            checkpoint_config=checkpoint,
+        )
+    )
+    topic = unique("mm2-rewind")
+    create_topic(east, topic)
+    produce(east, topic, [(None, f"v{i}".encode()) for i in range(10)])
+    mirrored = f"east.{topic}"
+    wait_for(f"{mirrored} replicated", lambda: len(_values_safe(west, mirrored)) >= 10, 90)
+
+    doc = {"offsets": [{"partition": {"cluster": "east", "topic": topic, "partition": 0},
+                        "offset": {"offset": 4}}]}  # fmt: skip
+    altered = offsetd(ns.config, "offsets", "alter", source, "--file", "-", input=json.dumps(doc))
+    assert altered.exit_code == 0, altered.output + altered.stderr
+
+    def replayed() -> list[str] | None:
+        values = _values_safe(west, mirrored)
+        return values if len(values) >= 15 else None
+
+    values = wait_for("the replay", replayed, 90)
+    assert values[10:] == [f"v{i}" for i in range(5, 10)]
+    mirror = ns.get("KafkaMirrorMaker2", MM2_RESOURCE)["spec"]["mirrors"][0]
+    assert "state" not in mirror["sourceConnector"]
+    assert mirror["sourceConnector"]["alterOffsets"]["fromConfigMap"]["name"]
+    connect.wait_running(source)
+
+
+def _values_safe(bootstrap: str, topic: str) -> list[str]:
+    try:
+        records = consume_all(bootstrap, topic, timeout_s=3)
+        return [m.value().decode() for m in records]  # type: ignore[union-attr]
+    except Exception:  # the topic may not exist yet
+        return []
+
+
+def test_the_v1beta2_api_of_strimzi_0_45_is_driven_the_same_way(
+    strimzi_ns: Factory,
+    kube_v1beta2: KubeCluster,
+    west: str,
+    tmp_path: Path,
+    connect: ConnectClient,
+) -> None:
+    ns = strimzi_ns(kube=kube_v1beta2, interval_s=120.0)
+    assert ns.version == "v1beta2"
+    name, topic = _file_source(ns, west, tmp_path, connect)
+    doc = {"offsets": [{"partition": {"filename": str(tmp_path / f"{name}.txt")},
+                        "offset": {"position": 100}}]}  # fmt: skip
+    altered = offsetd(ns.config, "offsets", "alter", name, "--file", "-", input=json.dumps(doc))
+    assert altered.exit_code == 0, altered.output + altered.stderr
+    values = _wait_count(west, topic, 2 * LINES - 10)
+    assert values[LINES:] == [f"rec-{i:05d}" for i in range(11, LINES + 1)]
+    assert ns.get("KafkaConnector", name)["apiVersion"] == "kafka.strimzi.io/v1beta2"
+
+
+def test_a_gitops_owned_resource_is_refused_and_left_alone(
+    strimzi_ns: Factory, west: str, tmp_path: Path, connect: ConnectClient
+) -> None:
+    ns = strimzi_ns(interval_s=120.0)
+    name, _topic = _file_source(ns, west, tmp_path, connect)
+    ns.patch(
+        "KafkaConnector", name, {"metadata": {"labels": {"argocd.argoproj.io/instance": "kafka"}}}
+    )
+    before = connect.offsets(name)
+    refused = offsetd(ns.config, "offsets", "reset", name)
+    assert refused.exit_code == 57, refused.output + refused.stderr
+    assert "Argo CD (label argocd.argoproj.io/instance)" in refused.stderr
+    assert "allow_gitops_managed" in refused.stderr
+    assert connect.offsets(name) == before
+    assert "state" not in ns.get("KafkaConnector", name)["spec"]
+    connect.wait_running(name)
+
+
+def test_a_missing_permission_names_the_verb_and_the_resource(
+    strimzi_ns: Factory, west: str, tmp_path: Path, connect: ConnectClient
+) -> None:
+    ns = strimzi_ns(interval_s=120.0)
+    name, _topic = _file_source(ns, west, tmp_path, connect)
+    read_only = ns.kube.grant(ns.namespace, verbs_without=("patch",))
+    config = tmp_path / "read-only.yaml"
+    config.write_text(ns.config.read_text().replace(str(ns.offsetd_kubeconfig), str(read_only)))
+    refused = offsetd(config, "offsets", "reset", name)
+    assert refused.exit_code == 56, refused.output + refused.stderr
+    assert 'cannot patch resource "kafkaconnectors"' in refused.stderr
+    assert "offsetd-role.yaml" in refused.stderr
+    assert "token" not in refused.stderr.lower()
+    connect.wait_running(name)
