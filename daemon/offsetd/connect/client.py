@@ -145,6 +145,11 @@ class ConnectClient:
         # Connect bounds its own offset work at 90 s; wait a little longer than that.
         return cls(httpx.AsyncClient(timeout=timeout_s, **httpx_options(cluster)))
 
+    @property
+    def http(self) -> httpx.AsyncClient:
+        """The transport, for a client layered on this one (it shares the connection pool)."""
+        return self._http
+
     async def aclose(self) -> None:
         await self._http.aclose()
 

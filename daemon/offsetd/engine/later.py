@@ -64,6 +64,7 @@ NOT_RUN_OUTCOMES = frozenset(
         "suppressed_opt_out",
         "suppressed_budget",
         "suppressed_skip_pending",
+        "suppressed_auto_restart",
         "breaker_open",
         "refused_not_allowed",
         "refused_strimzi",

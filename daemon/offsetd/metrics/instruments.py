@@ -90,6 +90,7 @@ REMEDIATION_OUTCOMES = (
     "suppressed_out_of_scope",
     "refused_strimzi",
     "refused_not_allowed",
+    "suppressed_auto_restart",
 )
 
 

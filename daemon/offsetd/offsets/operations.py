@@ -303,6 +303,24 @@ class OffsetsService:
         else:
             await self.client.resume(connector)
 
+    async def write_offsets(self, connector: str, patch: list[OffsetEntry]) -> str:
+        """One write of offsets, for a caller with its own retries (the skip saga)."""
+        return await self.client.patch_offsets(connector, patch)
+
+    async def restart_failed(self, connector: str) -> ConnectorState:
+        """Restart what is FAILED (REST: onlyFailed, includeTasks); the instances restarted are
+        marked RESTARTING in the answer."""
+        return await self.client.restart_failed(connector)
+
+    async def put_config(self, connector: str, config: dict[str, str]) -> None:
+        """Replace the connector's config (REST: PUT .../config)."""
+        await self.client.put_config(connector, config)
+
+    async def auto_restarted_by(self, connector: str) -> str | None:
+        """Who restarts this connector on its own, so offsetd's restart rules stand down
+        (None: nobody; REST has no such thing)."""
+        return None
+
     async def read_back_offsets(self, connector: str) -> list[OffsetEntry]:
         """The offsets a written change is checked against (REST: GET .../offsets)."""
         return await self.client.offsets(connector)

@@ -43,6 +43,7 @@ from offsetd.offsets.backend import BackendRequest, Timeouts
 from offsetd.offsets.operations import OffsetsService
 from offsetd.offsets.registry import connect_backend_for, write_refusal_for
 from offsetd.offsets.snapshots import SnapshotStore
+from offsetd.offsets.strimzi.client import ResourceDrivenClient
 from offsetd.remediation.actions import dispatch
 from offsetd.remediation.actions.base import ActionCall, Locator
 from offsetd.remediation.approvals import ApprovalWatch
@@ -160,7 +161,8 @@ class Remediator:
     async def client(
         self, cluster: ConnectCluster, calls: list[dict[str, Any]]
     ) -> AsyncIterator[ConnectClient]:
-        """A Connect client whose every answer is logged for the audit (no bodies, no auth)."""
+        """A Connect client whose every answer is logged for the audit (no bodies, no auth);
+        on a cluster with Strimzi access, one that moves connectors through their resources."""
 
         async def on_response(response: httpx.Response) -> None:
             request = response.request
@@ -180,6 +182,11 @@ class Remediator:
             **httpx_options(cluster),
         )
         client = ConnectClient(http)
+        name = next((n for n, c in self.connect.items() if c is cluster), None)
+        if cluster.strimzi is not None and name is not None:
+            # Strimzi would put REST moves back: stop, restart, config and offsets go through
+            # the connector's resource (reads stay REST).
+            client = ResourceDrivenClient(client, self.offsets_service(client, name))
         try:
             yield client
         finally:

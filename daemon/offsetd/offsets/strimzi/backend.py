@@ -23,10 +23,11 @@ import asyncio
 import json
 import time
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any, Self
 
 from offsetd.config.connect_clusters import StrimziAccess
+from offsetd.connect.client import ConnectorState
 from offsetd.connect.offsets import entries_from_json
 from offsetd.errors import (
     ChangeIncomplete,
@@ -51,11 +52,20 @@ from offsetd.offsets.strimzi.resources import (
     locate,
 )
 
-__all__ = ["StrimziBackend", "strimzi_resources_backend"]
+__all__ = ["PRIOR_STATES", "StrimziBackend", "strimzi_resources_backend"]
 
 _SPEC_STATE = {"STOPPED": "stopped", "PAUSED": "paused", "RUNNING": "running"}
 _REASONS = {"alter": "AlterOffsets", "reset": "ResetOffsets", "list": "ListOffsets"}
 _LABELS = {"app.kubernetes.io/managed-by": "offsetd"}
+# On the resource while offsetd holds a connector stopped: {connector: its spec.state before}.
+PRIOR_STATES = "offsetd.io/prior-spec-state"
+
+
+@dataclass(frozen=True)
+class _Patch:
+    """A write without a plan (the skip saga's own retries): just the entries."""
+
+    patch: tuple[OffsetEntry, ...] | None
 
 
 class StrimziBackend(OffsetsService):
@@ -71,7 +81,6 @@ class StrimziBackend(OffsetsService):
         self.url = url
         self._connect: ConnectResource | None = None
         self._detected = False
-        self._spec_state_before: dict[str, str | None] = {}
 
     @classmethod
     def for_strimzi(cls, request: BackendRequest, access: StrimziAccess) -> Self:
@@ -195,13 +204,17 @@ class StrimziBackend(OffsetsService):
         if found is None:
             await super().request_state(connector, state)
             return
+        priors = _priors(found)
         if state == "STOPPED":
-            self._spec_state_before.setdefault(connector, found.spec_state)
+            if connector not in priors:  # durable before the spec moves: a crash keeps it
+                await self._set_priors(found, {**priors, connector: found.spec_state})
             value: str | None = "stopped"
         else:
-            before = self._spec_state_before.pop(connector, _SPEC_STATE[state])
+            before = priors.get(connector, _SPEC_STATE[state])
             # Put back exactly what the spec said (absent stays absent) when it meant this state.
             value = before if (before or "running") == _SPEC_STATE[state] else _SPEC_STATE[state]
+            if connector in priors:
+                await self._set_priors(found, {k: v for k, v in priors.items() if k != connector})
         if found.spec_state == value:
             return
         self.log(
@@ -218,7 +231,7 @@ class StrimziBackend(OffsetsService):
         except OffsetdError as exc:  # a refused or timed-out write is read back before "unchanged"
             raise await self._after_failed_write(plan, snapshot, exc) from None
 
-    async def _write_through(self, found: ConnectorResource, plan: Plan) -> str:
+    async def _write_through(self, found: ConnectorResource, plan: Plan | _Patch) -> str:
         operation = "reset" if plan.patch is None else "alter"
         if plan.patch is not None:
             name = self.alter_configmap(found)
@@ -230,6 +243,80 @@ class StrimziBackend(OffsetsService):
         self.log(f"{found.label}: annotating {OFFSETS_ANNOTATION}={operation}")
         await self._operate(found, operation)
         return f"Strimzi applied {OFFSETS_ANNOTATION}={operation} on {found.label}"
+
+    async def write_offsets(self, connector: str, patch: list[OffsetEntry]) -> str:
+        found = await self.resource(connector)
+        if found is None:
+            return await super().write_offsets(connector, patch)
+        plan_like = _Patch(tuple(patch))
+        return await self._write_through(found, plan_like)
+
+    async def restart_failed(self, connector: str) -> ConnectorState:
+        """`strimzi.io/restart` for a FAILED connector, `strimzi.io/restart-task` for each FAILED
+        task (one annotation value at a time); the answer marks what was restarted RESTARTING,
+        as Connect's own restart answer does."""
+        found = await self.resource(connector)
+        if found is None:
+            return await super().restart_failed(connector)
+        status = await self.client.status(connector)
+        restarted_connector = status.state == "FAILED"
+        if restarted_connector:
+            await self._annotate_and_wait(found, *found.restart_annotation(None))
+        failed = [t.id for t in status.tasks if t.state == "FAILED"]
+        for task in failed:
+            await self._annotate_and_wait(found, *found.restart_annotation(task))
+        return replace(
+            status,
+            state="RESTARTING" if restarted_connector else status.state,
+            tasks=tuple(
+                replace(t, state="RESTARTING") if t.id in failed else t for t in status.tasks
+            ),
+        )
+
+    async def put_config(self, connector: str, config: dict[str, str]) -> None:
+        """Through `spec.config` (and `class`, `tasksMax`): a REST change would be put back."""
+        found = await self.resource(connector)
+        if found is None:
+            await super().put_config(connector, config)
+            return
+        plain = {
+            k: v for k, v in config.items() if k not in ("connector.class", "tasks.max", "name")
+        }
+        await self._set_spec(found, "config", plain)
+        if found.kind == "KafkaConnector" and "tasks.max" in config:
+            await self._set_spec(found, "tasksMax", int(config["tasks.max"]))
+        wanted = {k: v for k, v in config.items() if k != "name"}
+        deadline = time.monotonic() + self.access.operator_timeout / 1000
+        while True:  # the operator applies spec.config at its reconcile: wait until Connect has it
+            now = {k: v for k, v in (await self.client.config(connector)).items() if k != "name"}
+            if now == wanted:
+                return
+            if time.monotonic() >= deadline:
+                raise ChangeIncomplete(
+                    f"Strimzi did not apply the new spec.config of {found.label} within "
+                    f"{self.access.operator_timeout / 1000:g} s"
+                )
+            await asyncio.sleep(self.timeouts.poll_s)
+
+    async def auto_restarted_by(self, connector: str) -> str | None:
+        found = await self.resource(connector)
+        if found is None or not found.auto_restart:
+            return None
+        return f"Strimzi (spec.autoRestart of {found.label})"
+
+    async def _annotate_and_wait(self, found: ConnectorResource, key: str, value: str) -> None:
+        await self.api.patch(found.kind, found.name, {"metadata": {"annotations": {key: value}}})
+        deadline = time.monotonic() + self.access.operator_timeout / 1000
+        while (
+            key
+            in (await locate(self.api, await self._require_connect(), found.connector)).annotations
+        ):
+            if time.monotonic() >= deadline:
+                raise ChangeIncomplete(
+                    f"Strimzi did not act on {key}={value} on {found.label} within "
+                    f"{self.access.operator_timeout / 1000:g} s (is its operator running?)"
+                )
+            await asyncio.sleep(self.timeouts.poll_s)
 
     async def read_back_offsets(self, connector: str) -> list[OffsetEntry]:
         found = await self.resource(connector)
@@ -280,6 +367,12 @@ class StrimziBackend(OffsetsService):
                 )
             await asyncio.sleep(self.timeouts.poll_s)
 
+    async def _set_priors(self, found: ConnectorResource, priors: dict[str, str | None]) -> None:
+        value = json.dumps(priors, sort_keys=True) if priors else None
+        await self.api.patch(
+            found.kind, found.name, {"metadata": {"annotations": {PRIOR_STATES: value}}}
+        )
+
     async def _set_spec(self, found: ConnectorResource, field: str, value: Any) -> None:
         operations = found.spec_patch(field, value)
         if operations:
@@ -295,6 +388,18 @@ class StrimziBackend(OffsetsService):
         if connect is None:
             raise StrimziManaged(f"Connect cluster {self.connect_cluster} is no longer Strimzi's")
         return connect
+
+
+def _priors(found: ConnectorResource) -> dict[str, str | None]:
+    """The spec.state each connector had before offsetd stopped it (absent: None)."""
+    raw = found.annotations.get(PRIOR_STATES)
+    if not raw:
+        return {}
+    try:
+        loaded = json.loads(raw)
+    except ValueError:
+        return {}
+    return {str(k): (None if v is None else str(v)) for k, v in loaded.items()}
 
 
 def strimzi_resources_backend(request: BackendRequest) -> OffsetsService:

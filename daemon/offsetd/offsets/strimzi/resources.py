@@ -105,6 +105,16 @@ class ConnectorResource:
             notes[MM2_CONNECTOR_ANNOTATION] = None if operation is None else self.connector
         return notes
 
+    def restart_annotation(self, task: int | None) -> tuple[str, str]:
+        """The annotation that restarts the connector (None) or one task, for this kind."""
+        if self.kind == "KafkaMirrorMaker2":
+            if task is None:
+                return "strimzi.io/restart-connector", self.connector
+            return "strimzi.io/restart-connector-task", f"{self.connector}:{task}"
+        if task is None:
+            return "strimzi.io/restart", "true"
+        return "strimzi.io/restart-task", str(task)
+
     def warnings(self) -> list[str]:
         """This connector's warning conditions in the resource's status."""
         status = self.resource.get("status") or {}

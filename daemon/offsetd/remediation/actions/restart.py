@@ -25,9 +25,17 @@ async def restart(services: Services, call: ActionCall, spec: RestartSpec) -> Re
             await asyncio.wait_for(pending.wait(), timeout=delay_s)
     if pending.is_set():
         return "suppressed_skip_pending", "a skip of this connector is planned", {}
+    name = call.decision.connector
+    backend = services.offsets_service(call.client, call.decision.connect_cluster)
+    owner = await backend.auto_restarted_by(name)
+    if owner is not None:
+        return (
+            "suppressed_auto_restart",
+            f"{owner} restarts {name} itself; offsetd's restart rule stands down",
+            {"auto_restart": owner},
+        )
     # onlyFailed: a retry after a lost answer restarts only what is still FAILED
     tries = 0
-    name = call.decision.connector
 
     async def once() -> ConnectorState:
         nonlocal tries

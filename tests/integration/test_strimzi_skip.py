@@ -1,0 +1,106 @@
+"""The skip-poison saga on a Strimzi-managed sink: through the KafkaConnector, crash or not.
+
+The stand-in operator reconciles every 2 s during the whole saga, so a REST stop would be
+resumed under it; offsetd stops through `spec.state`, writes the offsets through the
+`alterOffsets` ConfigMap and annotation, and puts `spec.state` back exactly — also when the
+process running the saga is killed (SIGKILL-equivalent exit through the test hooks) at a step
+and a new one recovers it.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from ruamel.yaml import YAML
+
+from offsetd.offsets.strimzi.backend import PRIOR_STATES
+from offsetd.remediation.faults import CRASH_EXIT_CODE
+from tests.integration.kafkautil import (
+    ConnectClient,
+    create_topic,
+    dlq_json_file_sink,
+    produce,
+    unique,
+    wait_for,
+)
+from tests.integration.saga_runner import spawn
+from tests.integration.strimzi_env import StrimziNamespace
+from tests.integration.test_remediation import Poisoned, assert_skipped_once, skip_decision
+
+pytestmark = pytest.mark.timeout(300)
+
+
+def _poisoned_sink(ns: StrimziNamespace, connect: ConnectClient, west: str, tmp: Path) -> Poisoned:
+    topic, name, dlq = unique("szpoison"), unique("szpoison-sink").lower(), unique("dlq")
+    create_topic(west, topic)
+    create_topic(west, dlq)
+    before = [(f"k{i}".encode(), json.dumps({"n": i}).encode()) for i in range(3)]
+    after = [(f"k{i}".encode(), json.dumps({"n": i}).encode()) for i in range(4, 7)]
+    offsets = produce(west, topic, [*before, (b"bad", b"{not json"), *after])
+    sink = tmp / f"{name}.txt"
+    ns.connector(name, dlq_json_file_sink(topic, sink, dlq))
+
+    def failed() -> bool:
+        status = connect.status(name)
+        return status is not None and [t["state"] for t in status["tasks"]] == ["FAILED"]
+
+    wait_for(f"{name} to fail on the poison record", failed, timeout_s=60)
+    return Poisoned(name, topic, offsets[3], sink, dlq)
+
+
+def _config(ns: StrimziNamespace, tmp: Path) -> tuple[Path, dict[str, Any]]:
+    data = YAML(typ="safe").load(ns.config.read_text())
+    data["connect_clusters"]["local"]["dlq_topics"] = []
+    data["daemon"] = {"audit_topic": unique("offsetd.audit"), "data_dir": str(tmp / "s")}
+    data["remediation"] = {
+        "sagas_topic": unique("offsetd.sagas"),
+        "control_topic": unique("offsetd.control"),
+        "quarantine_topic": unique("offsetd.quarantine"),
+        "verify_stable_for": "2s",
+        "blast_radius": {"max_failing_connectors": 50},
+    }
+    path = tmp / "offsetd-skip.yaml"
+    with path.open("w") as out:
+        YAML().dump(data, out)
+    return path, data
+
+
+def _resource_left_clean(ns: StrimziNamespace, name: str) -> None:
+    doc = ns.get("KafkaConnector", name)
+    assert "state" not in doc["spec"], doc["spec"]  # absent before, absent again
+    notes = doc["metadata"].get("annotations") or {}
+    for key in (PRIOR_STATES, "strimzi.io/connector-offsets", "strimzi.io/pause-reconciliation"):
+        assert key not in notes, notes
+
+
+# One crash after each step's action (the point where a half-done change is most likely);
+# the plain run is the "no crash" case. The REST saga's tests cover every point of every step.
+CASES = [None, "recheck", "quarantine", "snapshot", "stop", "patch", "resume", "verify"]
+
+
+@pytest.mark.parametrize("step", CASES, ids=[c or "no-crash" for c in CASES])
+def test_a_poison_record_in_a_strimzi_managed_sink_is_skipped_exactly_once(
+    strimzi_ns: Any, connect: ConnectClient, west: str, tmp_path: Path, step: str | None
+) -> None:
+    ns: StrimziNamespace = strimzi_ns(interval_s=2.0)
+    p = _poisoned_sink(ns, connect, west, tmp_path)
+    config, data = _config(ns, tmp_path)
+    decision = tmp_path / "decision.json"
+    decision.write_text(skip_decision(p).model_dump_json())
+    if step is None:
+        done = spawn(config, "run", str(decision))
+        assert done.returncode == 0, done.stderr[-3000:]
+    else:
+        crashed = spawn(config, "run", str(decision), fault=f"crash:{step}:after-action")
+        assert crashed.returncode == CRASH_EXIT_CODE, crashed.stderr[-3000:]
+        recovered = spawn(config, "recover")
+        assert recovered.returncode == 0, recovered.stderr[-3000:]
+    assert_skipped_once(connect, west, data, p)
+    _resource_left_clean(ns, p.name)
+    alter = ns.configmap(f"{p.name}-offsetd-alter-offsets")
+    assert alter is not None, "the offsets went through Strimzi's alterOffsets ConfigMap"
+    written = json.loads(alter["offsets.json"])["offsets"]
+    assert written[0]["offset"] == {"kafka_offset": p.poison + 1}
