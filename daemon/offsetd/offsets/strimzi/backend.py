@@ -205,22 +205,27 @@ class StrimziBackend(OffsetsService):
             await super().request_state(connector, state)
             return
         priors = _priors(found)
+        wanted = _SPEC_STATE[state]
         if state == "STOPPED":
             if connector not in priors:  # durable before the spec moves: a crash keeps it
                 await self._set_priors(found, {**priors, connector: found.spec_state})
-            value: str | None = "stopped"
-        else:
-            before = priors.get(connector, _SPEC_STATE[state])
+            value: str | None = wanted
+        elif connector in priors:
             # Put back exactly what the spec said (absent stays absent) when it meant this state.
-            value = before if (before or "running") == _SPEC_STATE[state] else _SPEC_STATE[state]
-            if connector in priors:
-                await self._set_priors(found, {k: v for k, v in priors.items() if k != connector})
-        if found.spec_state == value:
-            return
-        self.log(
-            f"{found.label}: spec.state {found.spec_state or '(absent)'} -> {value or '(absent)'}"
-        )
-        await self._set_spec(found, "state", value)
+            before = priors[connector]
+            value = before if (before or "running") == wanted else wanted
+        elif (found.spec_state or "running") == wanted:
+            return  # it already means that (e.g. the restore repeated after a crash)
+        else:
+            value = wanted
+        if found.spec_state != value:
+            self.log(
+                f"{found.label}: spec.state {found.spec_state or '(absent)'} -> "
+                f"{value or '(absent)'}"
+            )
+            await self._set_spec(found, "state", value)
+        if state != "STOPPED" and connector in priors:  # only once the spec is back
+            await self._set_priors(found, {k: v for k, v in priors.items() if k != connector})
 
     async def write(self, plan: Plan, snapshot: Snapshot) -> str:
         found = await self.resource(plan.connector)
