@@ -154,8 +154,7 @@ def new_namespace(
     )
     config = stack.offsetd_config()
     config["connect_clusters"]["local"]["strimzi"] = {
-        "namespace": namespace,
-        "kafka_connect": "local",
+        "namespace": namespace,  # the KafkaConnect is found by its status URL (detection)
         "kubeconfig": str(offsetd_kubeconfig),
         "operator_timeout": "60s",
     }

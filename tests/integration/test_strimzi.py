@@ -20,6 +20,7 @@ from offsetd.connect.client import ConnectClient as OffsetdConnectClient
 from offsetd.devstack import strimzi_resources
 from offsetd.devstack.kube import KubeCluster
 from offsetd.devstack.stack import StackInfo
+from offsetd.errors import ConnectorRejected
 from offsetd.offsets.backend import BackendRequest
 from offsetd.offsets.registry import backend_for
 from offsetd.offsets.snapshots.files import FileSnapshotStore
@@ -295,4 +296,61 @@ def test_a_missing_permission_names_the_verb_and_the_resource(
     assert 'cannot patch resource "kafkaconnectors"' in refused.stderr
     assert "offsetd-role.yaml" in refused.stderr
     assert "token" not in refused.stderr.lower()
+    connect.wait_running(name)
+
+
+def test_an_offline_write_to_a_strimzi_managed_connector_is_refused_naming_the_resource(
+    strimzi_ns: Factory, west: str, tmp_path: Path, connect: ConnectClient
+) -> None:
+    ns = strimzi_ns(interval_s=120.0)
+    name, _topic = _file_source(ns, west, tmp_path, connect)
+    before = connect.offsets(name)
+    refused = offsetd(ns.config, "offsets", "reset", name, "--offline", "--assume-workers-down")
+    assert refused.exit_code == 11, refused.output + refused.stderr
+    assert f"KafkaConnector {name} in namespace {ns.namespace}" in refused.stderr
+    assert "without --offline" in refused.stderr
+    assert connect.offsets(name) == before
+
+
+def test_the_operators_refusal_and_restarts_and_config_go_through_the_resource(
+    strimzi_ns: Factory, west: str, tmp_path: Path, connect: ConnectClient
+) -> None:
+    """What offsetd relies on from the operator, seen through offsetd's backend: an alter on a
+    running connector is refused with a warning condition (and offsetd says so and takes its
+    annotation back); a REST config change is put back, a spec.config change is applied;
+    `strimzi.io/restart-task` restarts; `spec.autoRestart` makes restart rules stand down."""
+    ns = strimzi_ns(interval_s=2.0)
+    name, _topic = _file_source(ns, west, tmp_path, connect)
+    backend = _backend(ns)
+
+    async def scenario() -> None:
+        found = await backend.resource(name)
+        assert found is not None
+        with pytest.raises(ConnectorRejected, match="Connector is not in STOPPED state"):
+            await backend._operate(found, "alter")
+        notes = ns.get("KafkaConnector", name)["metadata"].get("annotations") or {}
+        assert "strimzi.io/connector-offsets" not in notes  # taken back: nothing retries it
+        status = ns.get("KafkaConnector", name)
+        assert status["status"]["observedGeneration"] == status["metadata"]["generation"]
+
+        config = await backend.client.config(name)
+        await backend.client.put_config(name, {**config, "batch.size": "7"})  # REST only
+        wait_for(
+            "the operator to put the REST change back",
+            lambda: "batch.size" not in connect.http.get(connect.path(name, "/config")).json(),
+            15,
+        )
+        await backend.put_config(name, {**config, "batch.size": "7"})  # through spec.config
+        assert (await backend.client.config(name))["batch.size"] == "7"
+        assert ns.get("KafkaConnector", name)["spec"]["config"]["batch.size"] == "7"
+        await backend.put_config(name, config)
+        assert await backend.client.config(name) == config
+
+        assert await backend.auto_restarted_by(name) is None
+        ns.patch("KafkaConnector", name, {"spec": {"autoRestart": {"enabled": True}}})
+        assert await backend.auto_restarted_by(name) == (
+            f"Strimzi (spec.autoRestart of KafkaConnector {name})"
+        )
+
+    asyncio.run(scenario())
     connect.wait_running(name)

@@ -9,6 +9,7 @@ and a new one recovers it.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 from typing import Any
@@ -16,10 +17,16 @@ from typing import Any
 import pytest
 from ruamel.yaml import YAML
 
-from offsetd.offsets.strimzi.backend import PRIOR_STATES
+from offsetd.config import load_settings
+from offsetd.connect.client import ConnectClient as OffsetdConnectClient
+from offsetd.offsets.backend import BackendRequest
+from offsetd.offsets.registry import backend_for
+from offsetd.offsets.snapshots.files import FileSnapshotStore
+from offsetd.offsets.strimzi.backend import PRIOR_STATES, StrimziBackend
 from offsetd.remediation.faults import CRASH_EXIT_CODE
 from tests.integration.kafkautil import (
     ConnectClient,
+    consume_all,
     create_topic,
     dlq_json_file_sink,
     produce,
@@ -104,3 +111,33 @@ def test_a_poison_record_in_a_strimzi_managed_sink_is_skipped_exactly_once(
     assert alter is not None, "the offsets went through Strimzi's alterOffsets ConfigMap"
     written = json.loads(alter["offsets.json"])["offsets"]
     assert written[0]["offset"] == {"kafka_offset": p.poison + 1}
+
+
+def test_a_failed_task_is_restarted_through_strimzi_io_restart_task(
+    strimzi_ns: Any, connect: ConnectClient, west: str, tmp_path: Path
+) -> None:
+    ns: StrimziNamespace = strimzi_ns(interval_s=120.0)
+    p = _poisoned_sink(ns, connect, west, tmp_path)
+    config, _data = _config(ns, tmp_path)
+    settings = load_settings(config, {})
+    cluster = settings.connect_clusters["local"]
+    backend = backend_for(
+        BackendRequest(
+            "local",
+            cluster.orchestrator,
+            OffsetdConnectClient.for_cluster(cluster),
+            FileSnapshotStore(tmp_path / "snapshots"),
+            settings=settings,
+            strimzi=cluster.strimzi,
+        )
+    )
+    assert isinstance(backend, StrimziBackend)
+    assert len(consume_all(west, p.dlq)) == 1  # the one failed run so far
+    answer = asyncio.run(backend.restart_failed(p.name))
+    assert [t.state for t in answer.tasks] == ["RESTARTING"]
+    assert "strimzi.io/restart-task" not in (
+        ns.get("KafkaConnector", p.name)["metadata"].get("annotations") or {}
+    )
+    # The task ran again and failed again on the same poison record: a real restart, seen as
+    # a second copy of the record in the DLQ.
+    wait_for("a second DLQ copy after the restart", lambda: len(consume_all(west, p.dlq)) >= 2, 60)

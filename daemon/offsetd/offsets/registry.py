@@ -14,7 +14,7 @@ from typing import Any
 from offsetd.offsets.backend import BackendRequest, OffsetsBackend, Refusal
 from offsetd.offsets.offline.backend import offline_backend
 from offsetd.offsets.operations import OffsetsService, rest_backend
-from offsetd.offsets.strimzi.backend import strimzi_resources_backend
+from offsetd.offsets.strimzi.backend import strimzi_owner_check, strimzi_resources_backend
 from offsetd.offsets.strimzi.manual import strimzi_backend, strimzi_refusal
 
 __all__ = [
@@ -42,7 +42,7 @@ class Registered:
 # name -> backend; a new backend adds one line here, and its case in `backend_name`.
 BACKENDS: dict[str, Registered] = {
     "rest": Registered(rest_backend),
-    "offline": Registered(offline_backend),
+    "offline": Registered(lambda r: offline_backend(r, strimzi_owner_check(r))),
     "strimzi": Registered(strimzi_resources_backend),
     "strimzi-manual": Registered(strimzi_backend, strimzi_refusal),
 }

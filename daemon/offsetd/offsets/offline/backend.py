@@ -10,7 +10,7 @@ way, and always passes the gate's "workers down" check (the operator asked for i
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -59,11 +59,15 @@ class OfflineBackend:
         store: SnapshotStore,
         rest_url: str | None,
         options: OfflineOptions,
+        owner_check: Callable[[str], Awaitable[None]] | None = None,
     ) -> None:
         self.target = target
         self.store = store
         self.rest_url = rest_url
         self.options = options
+        # Raises when an orchestrator owns the connector (a Strimzi resource): writing under it
+        # offline would be undone at its next reconcile.
+        self.owner_check = owner_check
 
     def write_refusal(self) -> Refusal | None:
         return None  # the safety gate decides per connector, right before planning a write
@@ -138,6 +142,8 @@ class OfflineBackend:
         return OfflineOutcome(plan_, sid, after, report)
 
     async def _gate(self, connector: str, options: OfflineOptions) -> None:
+        if self.owner_check is not None:
+            await self.owner_check(connector)
         if options.dry_run:
             return  # nothing is written: no worker can be hurt
         await asyncio.to_thread(
@@ -149,7 +155,9 @@ class OfflineBackend:
         )
 
 
-def offline_backend(request: BackendRequest) -> OfflineBackend:
+def offline_backend(
+    request: BackendRequest, owner_check: Callable[[str], Awaitable[None]] | None = None
+) -> OfflineBackend:
     """The `offline` backend of a Connect cluster (offsetd.offsets.registry)."""
     if request.worker is None:
         raise ValueError("the offline backend needs the workers' view (topics, Kafka cluster)")
@@ -158,4 +166,5 @@ def offline_backend(request: BackendRequest) -> OfflineBackend:
         request.store,
         request.client.url,
         request.offline or OfflineOptions(),
+        owner_check,
     )

@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Self
 
@@ -52,7 +52,7 @@ from offsetd.offsets.strimzi.resources import (
     locate,
 )
 
-__all__ = ["PRIOR_STATES", "StrimziBackend", "strimzi_resources_backend"]
+__all__ = ["PRIOR_STATES", "StrimziBackend", "strimzi_owner_check", "strimzi_resources_backend"]
 
 _SPEC_STATE = {"STOPPED": "stopped", "PAUSED": "paused", "RUNNING": "running"}
 _REASONS = {"alter": "AlterOffsets", "reset": "ResetOffsets", "list": "ListOffsets"}
@@ -405,6 +405,27 @@ def _priors(found: ConnectorResource) -> dict[str, str | None]:
     except ValueError:
         return {}
     return {str(k): (None if v is None else str(v)) for k, v in loaded.items()}
+
+
+def strimzi_owner_check(request: BackendRequest) -> Callable[[str], Awaitable[None]] | None:
+    """For another backend's writes on this cluster (`--offline`): refuse a connector that a
+    Strimzi resource describes, naming the resource; None without Strimzi access."""
+    access = request.strimzi
+    if access is None:
+        return None
+    backend = StrimziBackend.for_strimzi(request, access)
+
+    async def check(connector: str) -> None:
+        found = await backend.resource(connector)
+        if found is not None:
+            raise StrimziManaged(
+                f"{connector} is managed by Strimzi through {found.label} in namespace "
+                f"{backend.api.namespace}: a write that bypasses it would be undone at the "
+                "operator's next reconcile; change it through that resource — run the same "
+                "command without --offline and offsetd drives it"
+            )
+
+    return check
 
 
 def strimzi_resources_backend(request: BackendRequest) -> OffsetsService:
