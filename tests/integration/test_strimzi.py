@@ -30,6 +30,7 @@ from tests.integration.kafkautil import (
     ConnectClient,
     consume_all,
     create_topic,
+    json_file_sink,
     produce,
     string_file_source,
     unique,
@@ -353,4 +354,37 @@ def test_the_operators_refusal_and_restarts_and_config_go_through_the_resource(
         )
 
     asyncio.run(scenario())
+    connect.wait_running(name)
+
+
+def test_a_sink_rewound_to_earliest_then_undone_through_the_resource(
+    strimzi_ns: Factory, west: str, tmp_path: Path, connect: ConnectClient
+) -> None:
+    """The toolkit's targets and undo on a Strimzi-managed sink (a consumer-group connector)."""
+    ns = strimzi_ns(interval_s=120.0)
+    name, topic = unique("sz-sink").lower(), unique("sz-sink-in")
+    create_topic(west, topic)
+    produce(west, topic, [(f"k{i}".encode(), json.dumps({"n": i}).encode()) for i in range(8)])
+    out = tmp_path / "sink.txt"
+    ns.connector(name, json_file_sink(topic, out))
+    connect.wait_running(name)
+    wait_for("8 lines", lambda: out.exists() and len(out.read_text().splitlines()) == 8, 60)
+    wait_for(
+        "the sink's committed offset",
+        lambda: (o := connect.offsets(name)["offsets"]) and o[0]["offset"]["kafka_offset"] == 8,
+        60,
+    )
+
+    rewound = offsetd_json(ns.config, "offsets", "alter", name, "--to-earliest")[0]
+    wait_for("the replay", lambda: len(out.read_text().splitlines()) == 16, 60)
+    wait_for(
+        "the replayed offset committed",
+        lambda: connect.offsets(name)["offsets"][0]["offset"]["kafka_offset"] == 8,
+        60,
+    )
+    snapshot = rewound["snapshot_id"]
+    undone = offsetd_json(ns.config, "offsets", "undo", snapshot, "--force")[0]
+    assert undone["undo_of"] == snapshot
+    assert connect.offsets(name)["offsets"][0]["offset"]["kafka_offset"] == 8
+    assert "state" not in ns.get("KafkaConnector", name)["spec"]
     connect.wait_running(name)
