@@ -149,6 +149,7 @@ def daemon_setup(
     mode: str,
     remediation: dict[str, Any] | None = None,
     connect_url: str | None = None,
+    strimzi: dict[str, Any] | None = None,
 ) -> Iterator[Setup]:
     """Config, rule and topics for one daemon; the daemon is stopped (by PID) at the end."""
     prefix, dlq = unique("guard"), unique("guard-dlq")
@@ -157,6 +158,8 @@ def daemon_setup(
     local["dlq_topics"] = [dlq]
     if connect_url is not None:
         local["url"] = connect_url
+    if strimzi is not None:
+        local["strimzi"] = strimzi
     data["daemon"] = {
         "app_id": unique("offsetd-guard"),
         "partitions": 2,
