@@ -81,10 +81,11 @@ class StrimziBackend(OffsetsService):
         self.url = url
         self._connect: ConnectResource | None = None
         self._detected = False
+        self.configured_strimzi = False  # orchestrator: strimzi — not finding it is an error
 
     @classmethod
     def for_strimzi(cls, request: BackendRequest, access: StrimziAccess) -> Self:
-        return cls(
+        backend = cls(
             request.client,
             request.store,
             connect_cluster=request.connect_cluster,
@@ -94,6 +95,8 @@ class StrimziBackend(OffsetsService):
             access=access,
             url=request.client.url,
         )
+        backend.configured_strimzi = request.orchestrator == "strimzi"
+        return backend
 
     # -- which resource ---------------------------------------------------------------------------
 
@@ -103,6 +106,14 @@ class StrimziBackend(OffsetsService):
             self._connect = await find_connect(
                 self.api, name=self.access.kafka_connect, url=self.url, alias=self.connect_cluster
             )
+            if self._connect is None and self.configured_strimzi:
+                raise StrimziManaged(
+                    f"Connect cluster {self.connect_cluster} is configured as Strimzi-managed, "
+                    f"but namespace {self.api.namespace} has no KafkaConnect "
+                    f"{self.access.kafka_connect or f'with status URL {self.url}'} that uses "
+                    'connector resources (strimzi.io/use-connector-resources: "true"); '
+                    "nothing was changed"
+                )
             self._detected = True
             if self._connect is not None:
                 self.log(
