@@ -149,6 +149,16 @@ def test_list_alter_and_reset_go_through_the_resources_at_the_default_interval(
 
     doc = {"offsets": [{"partition": {"filename": str(tmp_path / f"{name}.txt")},
                         "offset": {"position": 10}}]}  # fmt: skip
+    dry = offsetd(
+        ns.config, "offsets", "alter", name, "--file", "-", "--dry-run", input=json.dumps(doc)
+    )
+    assert dry.exit_code == 0, dry.output + dry.stderr
+    assert "set spec.state: stopped" in dry.stdout
+    assert f"write ConfigMap {ns.namespace}/{name}-offsetd-alter-offsets" in dry.stdout
+    assert '"position": 10' in dry.stdout  # the ConfigMap's content
+    assert ns.configmap(f"{name}-offsetd-alter-offsets") is None  # nothing written
+    assert "state" not in ns.get("KafkaConnector", name)["spec"]
+
     altered = offsetd(ns.config, "offsets", "alter", name, "--file", "-", input=json.dumps(doc))
     assert altered.exit_code == 0, altered.output + altered.stderr
     values = _wait_count(west, topic, 2 * LINES - 1)

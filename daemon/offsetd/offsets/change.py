@@ -54,12 +54,15 @@ class Plan:
     after: tuple[OffsetEntry, ...]
     notes: tuple[str, ...] = ()
     undo_of: str | None = None
+    route: tuple[str, ...] = ()  # a backend's own steps (Strimzi's resources), else REST's
 
     @property
     def diff(self) -> list[DiffLine]:
         return diff(self.before, self.after)
 
     def steps(self) -> list[str]:
+        if self.route:
+            return list(self.route)
         action = (
             "DELETE all offsets" if self.patch is None else f"PATCH {len(self.patch)} partitions"
         )

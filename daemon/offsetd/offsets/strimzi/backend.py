@@ -172,33 +172,45 @@ class StrimziBackend(OffsetsService):
         found = await self.resource(plan.connector)
         if found is None:
             return plan
-        return replace(plan, notes=(*plan.notes, self.resource_steps(found, plan)))
+        route, configmap = self.resource_steps(found, plan)
+        return replace(plan, route=route, notes=(*plan.notes, *configmap))
 
-    def resource_steps(self, found: ConnectorResource, plan: Plan) -> str:
-        """What `--dry-run` shows: the resource changes and the ConfigMap, in order."""
+    def resource_steps(
+        self, found: ConnectorResource, plan: Plan
+    ) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """What `--dry-run` shows: the resource changes in order, and the ConfigMap written."""
         ns = self.api.namespace
-        where = f"{found.kind} {ns}/{found.name} at {found.pointer}"
-        lines = [f"through {where} (field manager offsetd):"]
-        if plan.prior_state != "STOPPED":
-            lines.append("  1. spec.state: stopped, then wait until REST shows STOPPED")
+        where = f"{found.kind} {ns}/{found.name} at {found.pointer} (field manager offsetd)"
+        moving = plan.prior_state != "STOPPED"
+        steps = [f"record state {plan.prior_state}; snapshot {len(plan.before)} partitions "
+                 f"(undo image); {where}"]  # fmt: skip
+        if moving:
+            steps.append(
+                f"note {PRIOR_STATES} on the resource, set spec.state: stopped; wait until "
+                "STOPPED with no tasks"
+            )
+        configmap: tuple[str, ...] = ()
         if plan.patch is not None:
             name = self.alter_configmap(found)
             body = json.dumps({"offsets": [e.as_json() for e in plan.patch]}, indent=2)
-            lines.append(f"  2. ConfigMap {ns}/{name}, key {found.configmap_key()}:")
-            lines += ["       " + line for line in body.splitlines()]
-            lines.append(f"     alterOffsets.fromConfigMap.name: {name}")
-        notes = ", ".join(
-            f"{k}={v}"
-            for k, v in found.offsets_annotations("alter" if plan.patch else "reset").items()
+            steps.append(
+                f"write ConfigMap {ns}/{name} (key {found.configmap_key()}); "
+                f"spec.alterOffsets.fromConfigMap.name: {name}"
+            )
+            configmap = (f"ConfigMap {ns}/{name}, {found.configmap_key()}:\n{body}",)
+        operation = "alter" if plan.patch is not None else "reset"
+        notes = ", ".join(f"{k}={v}" for k, v in found.offsets_annotations(operation).items())
+        steps.append(f"annotate {notes}; wait until Strimzi takes {OFFSETS_ANNOTATION} away")
+        steps.append(
+            f"read back: spec.listOffsets.toConfigMap.name: {self.list_configmap(found)}, "
+            f"annotate {OFFSETS_ANNOTATION}=list; compare"
         )
-        lines.append(f"  3. annotate {notes}; wait until Strimzi removed {OFFSETS_ANNOTATION}")
-        lines.append(
-            f"  4. read back: listOffsets.toConfigMap.name: {self.list_configmap(found)}, "
-            f"annotate {OFFSETS_ANNOTATION}=list"
-        )
-        if plan.prior_state != "STOPPED":
-            lines.append(f"  5. spec.state back to {found.spec_state or '(absent: running)'}")
-        return "\n".join(lines)
+        if moving:
+            steps.append(
+                f"spec.state back to {found.spec_state or '(absent: running)'}; wait until "
+                f"the connector and its tasks are {plan.prior_state}"
+            )
+        return tuple(steps), configmap
 
     @staticmethod
     def alter_configmap(found: ConnectorResource) -> str:
