@@ -140,3 +140,48 @@ def test_foreground_up_stops_everything_on_ctrl_c(tmp_path: Path) -> None:
     assert proc.returncode == 0, stderr
     assert "stopping connect-1, kafka-east, kafka-west" in stderr
     assert not any(r.matches_live_process() for r in records)
+
+
+def test_dev_up_k8s_gives_a_usable_strimzi_stack_and_down_stops_all_of_it(tmp_path: Path) -> None:
+    """`--k8s` by hand: the v1beta2 CRDs, the resources, offsetd through them, the stand-in."""
+    run_dir = tmp_path / "stack"
+    started = offsetd(
+        "dev", "up", "--detach", "--k8s", "--strimzi-crds", "0.45.0",
+        "--reconcile-interval", "3", "--run-dir", str(run_dir),
+    )  # fmt: skip
+    kube_records: list[procs.ProcessRecord] = []
+    records: list[procs.ProcessRecord] = []
+    try:
+        assert started.returncode == 0, started.stderr
+        assert "stand-in operator every 3 s" in started.stdout
+        env = json.loads(offsetd("dev", "env", "--json", "--run-dir", str(run_dir)).stdout)
+        assert env["kubernetes"]["strimzi_api"] == "v1beta2"
+        config = tmp_path / "strimzi.yaml"
+        written = offsetd(
+            "dev", "env", "--run-dir", str(run_dir), "--write-config", str(config), "--strimzi"
+        )
+        assert written.returncode == 0, written.stderr
+        listed = offsetd("offsets", "list", "heartbeat-audit", "--config", str(config))
+        assert listed.returncode == 0, listed.stderr
+        assert "managed by Strimzi (KafkaConnect kafka/local)" in listed.stderr
+        assert "heartbeats" in listed.stdout
+
+        # The stand-in runs the resources: a REST-only stop is resumed within a reconcile.
+        rest = ConnectClient(env["connect"]["url"])
+        assert rest.http.put("/connectors/heartbeat-audit/stop").status_code == 204
+        wait_for(
+            "the stand-in to resume heartbeat-audit",
+            lambda: (
+                (s := rest.status("heartbeat-audit")) is not None
+                and s["connector"]["state"] == "RUNNING"
+            ),
+            30,
+        )
+        records = procs.load(run_dir / "processes.json")
+        kube_records = procs.load(run_dir / "k8s" / "processes.json")
+        assert "strimzi-standin" in {r.name for r in records}
+        assert sorted(r.name for r in kube_records) == ["etcd", "kube-apiserver"]
+    finally:
+        stopped = offsetd("dev", "down", "--run-dir", str(run_dir))
+    assert stopped.returncode == 0, stopped.stderr
+    assert not any(r.matches_live_process() for r in [*records, *kube_records])
