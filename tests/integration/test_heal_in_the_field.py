@@ -104,6 +104,22 @@ def wait_skip(setup: Setup, connector: str, timeout_s: float) -> dict[str, Any]:
     return found
 
 
+def assert_healed(connect: ConnectClient, sink: Sink, original: dict[str, str]) -> None:
+    """Every good record (0..62) delivered exactly once and in order, the poison record never;
+    the committed offset past it; the task RUNNING with the config it had before."""
+    wait_for(
+        f"{sink.name} to deliver every good record",
+        lambda: len(sink.lines()) >= 63,
+        timeout_s=60,
+    )
+    assert task_states(connect, sink.name) == ["RUNNING"]
+    assert delivered(sink) == list(range(63)), sink.name
+    assert committed(connect, sink.name) == 64
+    config = config_of(connect, sink.name)
+    assert MAX_POLL_RECORDS_KEY not in config
+    assert config == original
+
+
 def test_a_poison_record_mid_batch_is_healed_with_and_without_a_dlq_by_the_shipped_rules(
     stack: StackInfo, connect: ConnectClient, tmp_path: Path
 ) -> None:
@@ -158,18 +174,7 @@ def test_a_poison_record_mid_batch_is_healed_with_and_without_a_dlq_by_the_shipp
                 }
                 assert done["located_by"] == "single_record_batches", done
             for sink in sinks:
-                wait_for(
-                    f"{sink.name} to deliver every good record",
-                    lambda s=sink: len(s.lines()) >= 63,  # type: ignore[misc]
-                    timeout_s=60,
-                )
-                assert task_states(connect, sink.name) == ["RUNNING"]
-                # every good record exactly once, in order, the poison record never
-                assert delivered(sink) == list(range(63)), sink.name
-                assert committed(connect, sink.name) == 64
-                config = config_of(connect, sink.name)
-                assert MAX_POLL_RECORDS_KEY not in config
-                assert config == originals[sink.name]
+                assert_healed(connect, sink, originals[sink.name])
                 outcomes = [r["outcome"] for r in setup.outcomes(sink.name)]
                 assert "not_located" not in outcomes, setup.outcomes(sink.name)
             kept = ours(setup, setup.quarantined())

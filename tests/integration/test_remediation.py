@@ -37,9 +37,8 @@ class Poisoned:
     dlq: str
 
 
-@pytest.fixture
-def remediation_config(stack: StackInfo, tmp_path: Path) -> tuple[Path, dict[str, Any]]:
-    data = stack.offsetd_config()
+def with_saga_sections(data: dict[str, Any], tmp_path: Path) -> dict[str, Any]:
+    """The config `data` with this test's own audit, sagas, control and quarantine topics."""
     data["connect_clusters"]["local"]["dlq_topics"] = []
     data["daemon"] = {"audit_topic": unique("offsetd.audit"), "data_dir": str(tmp_path / "s")}
     data["remediation"] = {
@@ -49,6 +48,12 @@ def remediation_config(stack: StackInfo, tmp_path: Path) -> tuple[Path, dict[str
         "verify_stable_for": "2s",
         "blast_radius": {"max_failing_connectors": 50},
     }
+    return data
+
+
+@pytest.fixture
+def remediation_config(stack: StackInfo, tmp_path: Path) -> tuple[Path, dict[str, Any]]:
+    data = with_saga_sections(stack.offsetd_config(), tmp_path)
     path = tmp_path / "offsetd.yaml"
     with path.open("w") as out:
         YAML().dump(data, out)

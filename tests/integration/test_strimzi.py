@@ -14,7 +14,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
+from offsetd.cli import main
 from offsetd.config import load_settings
 from offsetd.connect.client import ConnectClient as OffsetdConnectClient
 from offsetd.devstack import strimzi_resources
@@ -321,6 +323,17 @@ def test_an_offline_write_to_a_strimzi_managed_connector_is_refused_naming_the_r
     assert f"KafkaConnector {name} in namespace {ns.namespace}" in refused.stderr
     assert "without --offline" in refused.stderr
     assert connect.offsets(name) == before
+
+    # A one-off with --connect-url: the flags give the Kubernetes access a config would.
+    one_off = CliRunner().invoke(
+        main,
+        ["offsets", "reset", name, "--dry-run", "--connect-url", connect.http.base_url.__str__(),
+         "--strimzi-namespace", ns.namespace, "--kubeconfig", str(ns.offsetd_kubeconfig)],
+    )  # fmt: skip
+    assert one_off.exit_code == 0, one_off.output + one_off.stderr
+    assert "is managed by Strimzi" in one_off.stderr
+    assert "set spec.state: stopped" in one_off.stdout
+    assert "strimzi.io/connector-offsets=reset" in one_off.stdout
 
 
 def test_the_operators_refusal_and_restarts_and_config_go_through_the_resource(

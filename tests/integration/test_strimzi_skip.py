@@ -35,7 +35,12 @@ from tests.integration.kafkautil import (
 )
 from tests.integration.saga_runner import spawn
 from tests.integration.strimzi_env import StrimziNamespace
-from tests.integration.test_remediation import Poisoned, assert_skipped_once, skip_decision
+from tests.integration.test_remediation import (
+    Poisoned,
+    assert_skipped_once,
+    skip_decision,
+    with_saga_sections,
+)
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -59,16 +64,7 @@ def _poisoned_sink(ns: StrimziNamespace, connect: ConnectClient, west: str, tmp:
 
 
 def _config(ns: StrimziNamespace, tmp: Path) -> tuple[Path, dict[str, Any]]:
-    data = YAML(typ="safe").load(ns.config.read_text())
-    data["connect_clusters"]["local"]["dlq_topics"] = []
-    data["daemon"] = {"audit_topic": unique("offsetd.audit"), "data_dir": str(tmp / "s")}
-    data["remediation"] = {
-        "sagas_topic": unique("offsetd.sagas"),
-        "control_topic": unique("offsetd.control"),
-        "quarantine_topic": unique("offsetd.quarantine"),
-        "verify_stable_for": "2s",
-        "blast_radius": {"max_failing_connectors": 50},
-    }
+    data = with_saga_sections(YAML(typ="safe").load(ns.config.read_text()), tmp)
     path = tmp / "offsetd-skip.yaml"
     with path.open("w") as out:
         YAML().dump(data, out)

@@ -15,6 +15,7 @@ import click
 import httpx
 
 from offsetd.config import DEFAULT_CONFIG_PATH, Settings, load_settings
+from offsetd.config.connect_clusters import StrimziAccess
 from offsetd.connect.client import ConnectClient
 from offsetd.errors import ConfigError, OffsetdError
 from offsetd.offsets.location import WorkerView, parse_properties, worker_view
@@ -42,6 +43,7 @@ class Target:
     worker: WorkerView
     store: SnapshotStore
     output: str
+    strimzi: StrimziAccess | None = None  # Kubernetes access: config, or --strimzi-namespace
 
 
 def connect_options(func: F) -> F:
@@ -90,6 +92,20 @@ def connect_options(func: F) -> F:
             help="Keep snapshots in this folder instead of Kafka.",
         ),
         click.option(
+            "--strimzi-namespace",
+            default=None,
+            help="The namespace of the cluster's Strimzi resources: offsetd asks the Kubernetes "
+            "API whether Strimzi manages the cluster and then changes connectors through them "
+            "(with --connect-url, or over the config's strimzi.namespace).",
+        ),
+        click.option(
+            "--kubeconfig",
+            type=click.Path(exists=True, dir_okay=False, path_type=Path),
+            default=None,
+            help="--strimzi-namespace: the kubeconfig (default: $KUBECONFIG, ~/.kube/config, "
+            "then the pod's service account).",
+        ),
+        click.option(
             "--output",
             "-o",
             type=click.Choice(["table", "json"]),
@@ -113,6 +129,8 @@ def resolve_target(
     worker_config: Path | None,
     snapshot_dir: Path | None,
     output: str,
+    strimzi_namespace: str | None = None,
+    kubeconfig: Path | None = None,
 ) -> Target:
     settings = _settings(config_path, required=connect_url is None)
     properties = parse_properties(worker_config.read_text()) if worker_config else {}
@@ -131,9 +149,37 @@ def resolve_target(
         client = ConnectClient.for_cluster(cluster)
         name, orchestrator = cluster_name, cluster.orchestrator
     worker = worker_view(settings, cluster_name, properties)
-    return Target(
-        settings, name, client, orchestrator, worker, _store(settings, worker, snapshot_dir), output
+    configured = (
+        settings.connect_clusters[cluster_name].strimzi
+        if connect_url is None and settings is not None and cluster_name is not None
+        else None
     )
+    return Target(
+        settings,
+        name,
+        client,
+        orchestrator,
+        worker,
+        _store(settings, worker, snapshot_dir),
+        output,
+        _strimzi_access(configured, strimzi_namespace, kubeconfig),
+    )
+
+
+def _strimzi_access(
+    configured: StrimziAccess | None, namespace: str | None, kubeconfig: Path | None
+) -> StrimziAccess | None:
+    """The config's `strimzi` section, with the command's flags over it."""
+    if namespace is None and kubeconfig is None:
+        return configured
+    if namespace is None and configured is None:
+        raise ConfigError("--kubeconfig needs --strimzi-namespace (or a strimzi section)")
+    base = configured.model_dump() if configured is not None else {}
+    if namespace is not None:
+        base["namespace"] = namespace
+    if kubeconfig is not None:
+        base["kubeconfig"] = kubeconfig
+    return StrimziAccess.model_validate(base)
 
 
 def _settings(path: Path | None, *, required: bool) -> Settings | None:

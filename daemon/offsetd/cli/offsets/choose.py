@@ -8,7 +8,6 @@ from typing import Any
 import click
 
 from offsetd.cli.common import Target, resolve_target, run_async
-from offsetd.config.connect_clusters import StrimziAccess
 from offsetd.offsets.backend import BackendRequest, OfflineOptions, OffsetsBackend, Timeouts
 from offsetd.offsets.operations import OffsetsService
 from offsetd.offsets.registry import backend_for, connect_backend_for
@@ -48,15 +47,8 @@ def _request(
         offline=offline,
         timeouts=Timeouts(stop_s=stop_timeout, resume_s=resume_timeout),
         log=say,
-        strimzi=_strimzi_access(target),
+        strimzi=target.strimzi,
     )
-
-
-def _strimzi_access(target: Target) -> StrimziAccess | None:
-    if target.settings is None:
-        return None
-    cluster = target.settings.connect_clusters.get(target.name)
-    return cluster.strimzi if cluster is not None else None
 
 
 def backend_of(
