@@ -327,7 +327,7 @@ def test_an_offline_write_to_a_strimzi_managed_connector_is_refused_naming_the_r
     # A one-off with --connect-url: the flags give the Kubernetes access a config would.
     one_off = CliRunner().invoke(
         main,
-        ["offsets", "reset", name, "--dry-run", "--connect-url", connect.http.base_url.__str__(),
+        ["offsets", "reset", name, "--dry-run", "--connect-url", str(connect.http.base_url),
          "--strimzi-namespace", ns.namespace, "--kubeconfig", str(ns.offsetd_kubeconfig)],
     )  # fmt: skip
     assert one_off.exit_code == 0, one_off.output + one_off.stderr
