@@ -27,6 +27,7 @@ from offsetd.offsets.backend import BackendRequest
 from offsetd.offsets.registry import backend_for
 from offsetd.offsets.snapshots.files import FileSnapshotStore
 from offsetd.offsets.strimzi.backend import StrimziBackend
+from offsetd.offsets.strimzi.client import ResourceDrivenClient
 from tests.integration.cliutil import offsetd, offsetd_json
 from tests.integration.kafkautil import (
     ConnectClient,
@@ -113,18 +114,20 @@ def test_a_rest_stop_is_resumed_by_the_operator_but_offsetds_stop_holds(
     connect.wait_running(name, timeout_s=15)
     assert f"{name} is STOPPED, its resource says RUNNING" in ns.standin_log()
 
-    # offsetd's way: spec.state, which every reconcile keeps.
+    # offsetd's way: spec.state, which every reconcile keeps — here through the client the
+    # daemon's actions get on such a cluster (its stop/resume are the stop/resume actions).
     backend = _backend(ns)
+    client = ResourceDrivenClient(backend.client, backend)
 
     async def stop_hold_resume() -> list[str]:
-        await backend.request_state(name, "STOPPED")
+        await client.stop(name)
         wait_state(connect, name, "STOPPED", 20)
         seen = []
         for _ in range(4):  # two reconciles' worth
             await asyncio.sleep(1.5)
             seen.append(connect.status(name)["connector"]["state"])  # type: ignore[index]
         assert ns.get("KafkaConnector", name)["spec"]["state"] == "stopped"
-        await backend.request_state(name, "RUNNING")
+        await client.resume(name)
         return seen
 
     assert set(asyncio.run(stop_hold_resume())) == {"STOPPED"}
