@@ -26,14 +26,9 @@ from ruamel.yaml import YAML
 from offsetd.devstack import strimzi_resources
 from offsetd.devstack.kube import KubeCluster
 from offsetd.devstack.stack import StackInfo
+from offsetd.kube.api import GROUP, KINDS, Kind
 from tests.integration.kafkautil import unique, wait_for
 
-GROUP = "kafka.strimzi.io"
-PLURALS = {
-    "KafkaConnect": "kafkaconnects",
-    "KafkaConnector": "kafkaconnectors",
-    "KafkaMirrorMaker2": "kafkamirrormaker2s",
-}
 MM2_RESOURCE = "mirror"
 
 
@@ -52,16 +47,16 @@ class StrimziNamespace:
 
     # -- resources ---------------------------------------------------------------------------
 
-    def kind(self, kind: str) -> Any:
-        return create_namespaced_resource(GROUP, self.version, kind, PLURALS[kind])
+    def kind(self, kind: Kind) -> Any:
+        return create_namespaced_resource(GROUP, self.version, kind, KINDS[kind])
 
     def apply(self, doc: dict[str, Any]) -> None:
         strimzi_resources.apply_resource(self.admin, self.namespace, doc)
 
-    def get(self, kind: str, name: str) -> dict[str, Any]:
+    def get(self, kind: Kind, name: str) -> dict[str, Any]:
         return dict(self.admin.get(self.kind(kind), name, namespace=self.namespace).to_dict())
 
-    def patch(self, kind: str, name: str, body: Any, *, json_patch: bool = False) -> None:
+    def patch(self, kind: Kind, name: str, body: Any, *, json_patch: bool = False) -> None:
         self.admin.patch(
             self.kind(kind),
             name,

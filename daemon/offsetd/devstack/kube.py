@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import secrets
+import shutil
 import ssl
 import subprocess
 import time
@@ -106,8 +107,7 @@ class KubeCluster:
         self.run_dir.mkdir(parents=True, exist_ok=True)
         for sub in ("etcd", "pki", "logs"):
             path = self.run_dir / sub
-            if path.exists():
-                subprocess.run(["rm", "-rf", str(path)], check=True)
+            shutil.rmtree(path, ignore_errors=True)
             path.mkdir()
         started = time.monotonic()
         try:

@@ -15,6 +15,8 @@ from typing import Any
 from lightkube import ApiError, Client
 from lightkube.generic_resource import create_namespaced_resource
 
+from offsetd.kube.api import GROUP, KINDS
+
 __all__ = [
     "apply_resource",
     "kafka_connect",
@@ -22,13 +24,7 @@ __all__ = [
     "kafka_mirror_maker_2",
 ]
 
-GROUP = "kafka.strimzi.io"
 _FIELD_MANAGER = "offsetd-devstack"
-_PLURALS = {
-    "KafkaConnect": "kafkaconnects",
-    "KafkaConnector": "kafkaconnectors",
-    "KafkaMirrorMaker2": "kafkamirrormaker2s",
-}
 _SPLIT = ("connector.class", "tasks.max", "name")
 
 
@@ -133,7 +129,7 @@ def kafka_mirror_maker_2(
 def apply_resource(client: Client, namespace: str, doc: dict[str, Any]) -> None:
     """Create the resource, or replace its spec and metadata labels/annotations if it exists."""
     version = doc["apiVersion"].split("/", 1)[1]
-    kind = create_namespaced_resource(GROUP, version, doc["kind"], _PLURALS[doc["kind"]])
+    kind = create_namespaced_resource(GROUP, version, doc["kind"], KINDS[doc["kind"]])
     obj = kind.from_dict({**doc, "metadata": {**doc["metadata"], "namespace": namespace}})
     try:
         client.create(obj, namespace=namespace, field_manager=_FIELD_MANAGER)

@@ -449,10 +449,9 @@ def _q(name: str) -> str:
 
 def _condition(kind: str, reason: str, message: str) -> dict[str, str]:
     now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    status = "True"
     return {
         "type": kind,
-        "status": status,
+        "status": "True",
         "reason": reason,
         "message": message,
         "lastTransitionTime": now,

@@ -314,17 +314,12 @@ class StrimziBackend(OffsetsService):
         if found.kind == "KafkaConnector" and "tasks.max" in config:
             await self._set_spec(found, "tasksMax", int(config["tasks.max"]))
         wanted = {k: v for k, v in config.items() if k != "name"}
-        deadline = time.monotonic() + self.access.operator_timeout / 1000
-        while True:  # the operator applies spec.config at its reconcile: wait until Connect has it
-            now = {k: v for k, v in (await self.client.config(connector)).items() if k != "name"}
-            if now == wanted:
-                return
-            if time.monotonic() >= deadline:
-                raise ChangeIncomplete(
-                    f"Strimzi did not apply the new spec.config of {found.label} within "
-                    f"{self.access.operator_timeout / 1000:g} s"
-                )
-            await asyncio.sleep(self.timeouts.poll_s)
+
+        async def applied() -> bool:  # the operator applies spec.config at its reconcile
+            now = await self.client.config(connector)
+            return {k: v for k, v in now.items() if k != "name"} == wanted
+
+        await self._await_operator(f"apply the new spec.config of {found.label}", applied)
 
     async def auto_restarted_by(self, connector: str) -> str | None:
         found = await self.resource(connector)
@@ -334,17 +329,12 @@ class StrimziBackend(OffsetsService):
 
     async def _annotate_and_wait(self, found: ConnectorResource, key: str, value: str) -> None:
         await self.api.patch(found.kind, found.name, {"metadata": {"annotations": {key: value}}})
-        deadline = time.monotonic() + self.access.operator_timeout / 1000
-        while (
-            key
-            in (await locate(self.api, await self._require_connect(), found.connector)).annotations
-        ):
-            if time.monotonic() >= deadline:
-                raise ChangeIncomplete(
-                    f"Strimzi did not act on {key}={value} on {found.label} within "
-                    f"{self.access.operator_timeout / 1000:g} s (is its operator running?)"
-                )
-            await asyncio.sleep(self.timeouts.poll_s)
+
+        async def taken_away() -> bool:
+            now = await locate(self.api, await self._require_connect(), found.connector)
+            return key not in now.annotations
+
+        await self._await_operator(f"act on {key}={value} on {found.label}", taken_away)
 
     async def read_back_offsets(self, connector: str) -> list[OffsetEntry]:
         found = await self.resource(connector)
@@ -374,24 +364,45 @@ class StrimziBackend(OffsetsService):
         )
         version = patched["metadata"]["resourceVersion"]
         reason = _REASONS[operation]
-        deadline = time.monotonic() + self.access.operator_timeout / 1000
-        while True:
-            now = await locate(self.api, await self._require_connect(), found.connector)
-            if OFFSETS_ANNOTATION not in now.annotations:
-                return
-            newer = now.resource["metadata"]["resourceVersion"] != version
-            refused = [w for w in now.warnings() if reason in w or "ManageOffsets" in w]
+        last = found
+
+        async def done() -> bool:
+            nonlocal last
+            last = await locate(self.api, await self._require_connect(), found.connector)
+            if OFFSETS_ANNOTATION not in last.annotations:
+                return True
+            newer = last.resource["metadata"]["resourceVersion"] != version
+            refused = [w for w in last.warnings() if reason in w or "ManageOffsets" in w]
             if newer and refused:
-                await self._take_back(now)
+                await self._take_back(last)
                 raise ConnectorRejected(
                     f"Strimzi refused {OFFSETS_ANNOTATION}={operation} on {found.label}: "
                     + "; ".join(refused)
                 )
+            return False
+
+        async def take_back() -> None:
+            await self._take_back(last)
+
+        await self._await_operator(
+            f"act on {OFFSETS_ANNOTATION}={operation} on {found.label}", done, take_back
+        )
+
+    async def _await_operator(
+        self,
+        what: str,
+        done: Callable[[], Awaitable[bool]],
+        give_up: Callable[[], Awaitable[None]] | None = None,
+    ) -> None:
+        """Poll `done` until it holds; past `operator_timeout`, `give_up` and say so."""
+        limit_s = self.access.operator_timeout / 1000
+        deadline = time.monotonic() + limit_s
+        while not await done():
             if time.monotonic() >= deadline:
-                await self._take_back(now)
+                if give_up is not None:
+                    await give_up()
                 raise ChangeIncomplete(
-                    f"Strimzi did not act on {OFFSETS_ANNOTATION}={operation} on {found.label} "
-                    f"within {self.access.operator_timeout / 1000:g} s (is its operator running?)"
+                    f"Strimzi did not {what} within {limit_s:g} s (is its operator running?)"
                 )
             await asyncio.sleep(self.timeouts.poll_s)
 
