@@ -16,6 +16,8 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from offsetd.app.broker import events_topic_of, new_faust_app, state_table_of
 from offsetd.app.counters import LaterMetrics
 from offsetd.app.decider import FrameDecider
+from offsetd.app.health import Health
+from offsetd.app.probes import health_pages
 from offsetd.app.recovery import remediation_start
 from offsetd.app.wiring import Wiring
 from offsetd.engine.cache import StateCache
@@ -45,7 +47,8 @@ def build_app(wiring: Wiring) -> faust.App:
     )
     if wiring.remediator is not None:
         wiring.remediator.on_outcome = decider.report_outcome
-    _ingest_task(app, wiring, decider, events_name)
+    health = Health(wiring.clock, stale_after_ms=3 * settings.health_probe_interval + 10_000)
+    _ingest_task(app, wiring, decider, events_name, health)
 
     @app.agent(events_topic)
     async def decide_agent(stream: Any) -> None:
@@ -66,11 +69,15 @@ def build_app(wiring: Wiring) -> faust.App:
     app.add_dependency(remediation_start(app, wiring, events_topic))
     _housekeeping(app, wiring)
     _metrics_page(app, wiring, events_topic)
+    health_pages(app, wiring, health)
     return app
 
 
-def _ingest_task(app: faust.App, wiring: Wiring, decider: FrameDecider, events_name: str) -> None:
-    """The ingest thread lives as long as the app; if it dies, the worker stops with it."""
+def _ingest_task(
+    app: faust.App, wiring: Wiring, decider: FrameDecider, events_name: str, health: Health
+) -> None:
+    """The ingest thread lives as long as the app; if it dies, the worker stops with it (and
+    /healthz says so until it has)."""
     settings, metrics = wiring.settings.daemon, wiring.metrics
     ingest = Ingest(
         wiring.kafka.client_config(),
@@ -97,7 +104,8 @@ def _ingest_task(app: faust.App, wiring: Wiring, decider: FrameDecider, events_n
         try:
             while ingest.alive:
                 await asyncio.sleep(0.5)
-            raise IngestError(f"the ingest stopped: {ingest.error}")
+            health.fatal = f"the ingest stopped: {ingest.error}"
+            raise IngestError(health.fatal)
         finally:
             await asyncio.to_thread(ingest.stop)
 

@@ -68,6 +68,11 @@ class DaemonSettings(ConfigModel):
     group_session_timeout: Annotated[Duration, Field(ge=6_000, le=1_800_000)] = 60_000
     group_heartbeat_interval: Annotated[Duration, Field(ge=100)] = 3_000
     group_rebalance_timeout: Annotated[Duration, Field(ge=1_000)] = 60_000
+    # /readyz: Kafka, the Connect clusters and the worker's stream are probed this often; a
+    # stream partition whose position has not moved for `stall_after` while records wait makes
+    # the worker unready (a decision can take a while: a skip saga waits on Connect).
+    health_probe_interval: Annotated[Duration, Field(ge=1_000, le=300_000)] = 5_000
+    stall_after: Annotated[Duration, Field(ge=10_000)] = 120_000
 
     @model_validator(mode="after")
     def _check_group_timings(self) -> Self:

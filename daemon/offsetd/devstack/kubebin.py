@@ -1,5 +1,5 @@
 """The pinned binaries of the local Kubernetes API: kube-apiserver built from the Go module proxy,
-etcd from Debian's package.
+etcd from Debian's package; and Helm (the chart's tests), also built from the Go module proxy.
 
 No registry reachable here ships kube-apiserver, so it is built with the ordinary `go` client: a
 wrapper module requires `k8s.io/kubernetes` at the pinned version and replaces each staging module
@@ -27,15 +27,18 @@ from offsetd.jarcache import cache_root
 
 __all__ = [
     "ETCD_DEB_VERSION",
+    "HELM_VERSION",
     "KUBE_VERSION",
     "binaries_root",
     "ensure_etcd",
+    "ensure_helm",
     "ensure_kube_apiserver",
     "staging_replaces",
 ]
 
 KUBE_VERSION = "v1.33.4"
 ETCD_DEB_VERSION = "3.4.23-4+b4"  # Debian bookworm's etcd-server
+HELM_VERSION = "v4.3.1"
 _STAGING_RE = re.compile(r"^\s+(k8s\.io/[A-Za-z0-9._/-]+) v0\.0\.0$", re.MULTILINE)
 _BUILD_TIMEOUT_S = 3600
 _APISERVER_PACKAGE = "k8s.io/kubernetes/cmd/kube-apiserver"
@@ -88,6 +91,36 @@ def ensure_kube_apiserver(
             env,
         )
         built.replace(target)  # same folder's filesystem: atomic, never a half-written binary
+    return target
+
+
+def ensure_helm(
+    version: str = HELM_VERSION, log: Callable[[str], None] = lambda _msg: None
+) -> Path:
+    """The cached `helm` of `version`, built the first time with `go install` (about a minute
+    and a half; helm's go.mod has no replace directive, so no wrapper module is needed)."""
+    target = binaries_root() / "helm" / version / "helm"
+    if target.is_file():
+        return target
+    go = require_tool("go", "install Go 1.24 or newer (the helm build needs it)")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    log(f"building helm {version} from the Go module proxy (once, about 2 minutes)")
+    with tempfile.TemporaryDirectory(prefix="helm-", dir=target.parent) as tmp:
+        env = {**os.environ, "GOTOOLCHAIN": "local", "GOBIN": tmp}
+        major = version.split(".", 1)[0]
+        stamp = f"-X helm.sh/helm/{major}/internal/version.version={version}"
+        _run(
+            [
+                go,
+                "install",
+                "-trimpath",
+                f"-ldflags=-s -w {stamp}",
+                f"helm.sh/helm/{major}/cmd/helm@{version}",
+            ],
+            Path(tmp),
+            env,
+        )
+        (Path(tmp) / "helm").replace(target)
     return target
 
 

@@ -134,6 +134,8 @@ FULL_REDACTED: dict[str, Any] = {
         "group_session_timeout": "1m",
         "group_heartbeat_interval": "3s",
         "group_rebalance_timeout": "1m",
+        "health_probe_interval": "5s",
+        "stall_after": "2m",
     },
     "remediation": {
         "quarantine_topic": "offsetd.quarantine",
