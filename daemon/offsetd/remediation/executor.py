@@ -58,7 +58,7 @@ from offsetd.remediation.guards import (
     evaluate,
     open_breaker_if_recent_skip,
 )
-from offsetd.remediation.notify import notify
+from offsetd.remediation.notify import named_webhook, notify
 from offsetd.remediation.recent_ids import RecentIds
 from offsetd.remediation.recovery import Recovery
 from offsetd.remediation.rewind import RewindRunner
@@ -151,7 +151,7 @@ class Remediator:
     async def notify(self, decision: Decision, params: dict[str, Any], outcome: str) -> None:
         await notify(
             decision,
-            params,
+            named_webhook(params, self.settings.webhooks),
             outcome,
             metrics=self.metrics,
             timeout_ms=self.settings.webhook_timeout,

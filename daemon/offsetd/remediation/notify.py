@@ -16,11 +16,12 @@ from typing import Any, Literal
 from urllib.parse import urlsplit
 
 import httpx
+from pydantic import SecretStr
 
 from offsetd.engine.decision import Decision
 from offsetd.metrics.instruments import RemediationMetrics
 
-__all__ = ["NotifyResult", "notification_body", "notify", "redact_url"]
+__all__ = ["NotifyResult", "named_webhook", "notification_body", "notify", "redact_url"]
 
 log = logging.getLogger("offsetd.notify")
 
@@ -44,6 +45,18 @@ class _Params:
             str(webhook) if webhook else None,
             str(summary) if summary else None,
         )
+
+
+def named_webhook(params: Mapping[str, Any], webhooks: Mapping[str, SecretStr]) -> dict[str, Any]:
+    """The notify params with a webhook *name* (`webhook: oncall`) replaced by its URL from
+    `remediation.webhooks`; an unknown name is logged and the notification stays a log line."""
+    webhook = params.get("webhook")
+    if not webhook or "://" in str(webhook):
+        return dict(params)
+    url = webhooks.get(str(webhook))
+    if url is None:
+        log.warning("notify: no webhook named %s in remediation.webhooks; not sent", webhook)
+    return {**params, "webhook": url.get_secret_value() if url is not None else None}
 
 
 def redact_url(url: str) -> str:

@@ -6,6 +6,7 @@ notify `summary` is plain text (never a template), a webhook URL never appears i
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 from typing import Annotated, Literal, Self
 from urllib.parse import urlsplit
@@ -110,8 +111,13 @@ class Rewind(RuleModel):
         return self
 
 
+WEBHOOK_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+
+
 def _check_webhook(value: str) -> str:
     # The message never echoes the URL: webhook URLs often carry a token.
+    if WEBHOOK_NAME.match(value.strip()):  # a name in remediation.webhooks (a secret there)
+        return value.strip()
     try:
         parts = urlsplit(value.strip())
         port_ok = parts.port is None or parts.port > 0
@@ -125,7 +131,9 @@ def _check_webhook(value: str) -> str:
 
 
 class Notify(RuleModel):
-    """Tell humans. `summary` is plain text (never a template); `webhook` is a URL."""
+    """Tell humans. `summary` is plain text (never a template); `webhook` is a URL, or the name
+    of one in the config's `remediation.webhooks`, where a URL carrying a token can come from a
+    secret (an environment variable) instead of the rules."""
 
     type: Literal["notify"]
     severity: Literal["info", "warning", "critical"] = "warning"

@@ -152,6 +152,7 @@ FULL_REDACTED: dict[str, Any] = {
         "resume_timeout": "2m",
         "locate_timeout": "2m",
         "webhook_timeout": "5s",
+        "webhooks": {},
         "max_retries": 5,
     },
     "lag": {

@@ -87,3 +87,28 @@ def test_webhook_success_failure_and_log_redaction(caplog: pytest.LogCaptureFixt
     assert "s3cr3t" not in caplog.text
     assert "also-secret" not in caplog.text
     assert "hooks.example.com:8443/…" in caplog.text
+
+
+def test_a_named_webhook_takes_its_url_from_the_config(caplog: pytest.LogCaptureFixture) -> None:
+    from pydantic import SecretStr
+
+    from offsetd.remediation.notify import named_webhook
+
+    hooks = {"oncall": SecretStr("https://hooks.example/T0/B0/s3cr3t")}
+    params = {"severity": "critical", "webhook": "oncall"}
+    assert named_webhook(params, hooks) == {
+        "severity": "critical",
+        "webhook": "https://hooks.example/T0/B0/s3cr3t",
+    }
+    assert params["webhook"] == "oncall"  # the rule's params are not changed
+    url = {"webhook": "https://other.example/x"}
+    assert named_webhook(url, hooks) == url
+    with caplog.at_level("WARNING"):
+        assert named_webhook({"webhook": "pager"}, hooks) == {"webhook": None}
+    assert "no webhook named pager" in caplog.text
+
+
+def test_a_rule_may_name_a_webhook_instead_of_a_url() -> None:
+    from offsetd.rules.actions import Notify
+
+    assert Notify.model_validate({"type": "notify", "webhook": "oncall"}).webhook == "oncall"
