@@ -65,14 +65,27 @@ def decide_only_config(
 class Daemon:
     """One `offsetd run` process in its own session, signalled by its PID (process group)."""
 
-    def __init__(self, config: Path, log: Path, port: int) -> None:
+    def __init__(
+        self,
+        config: Path,
+        log: Path,
+        port: int,
+        *,
+        args: list[str] | None = None,
+        env: dict[str, str] | None = None,
+    ) -> None:
+        """`args` replace `run --config <config>` (e.g. a Deployment's container args); `env`
+        is added to the environment."""
         self.config, self.log_path, self.port = config, log, port
+        self.args = args if args is not None else ["run", "--config", str(config)]
+        self.env = env or {}
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
         with self.log_path.open("ab") as log:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "offsetd", "run", "--config", str(self.config)],
+                [sys.executable, "-m", "offsetd", *self.args],
+                env={**os.environ, **self.env},
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 cwd=REPO,

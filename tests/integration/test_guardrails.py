@@ -73,8 +73,14 @@ class Setup:
         result: dict[str, Any] = self.data["remediation"]
         return result
 
-    def start(self) -> Daemon:
-        self.daemon = Daemon(self.config, self.tmp / "daemon.log", self.data["daemon"]["web_port"])
+    def start(self, args: list[str] | None = None, env: dict[str, str] | None = None) -> Daemon:
+        self.daemon = Daemon(
+            self.config,
+            self.tmp / "daemon.log",
+            self.data["daemon"]["web_port"],
+            args=args,
+            env=env,
+        )
         self.daemon.start()
         return self.daemon
 

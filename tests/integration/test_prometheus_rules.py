@@ -1,4 +1,5 @@
-"""The shipped alert rules: promtool accepts and tests them; Kubernetes gets the same rules."""
+"""The shipped alert rules: promtool accepts and tests them (the Helm chart's PrometheusRule
+is rendered from the same file: tests/integration/test_helm_chart.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,6 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from ruamel.yaml import YAML
 
 REPO = Path(__file__).resolve().parents[2]
 PROM = REPO / "deploy" / "prometheus"
@@ -53,14 +53,3 @@ def test_promtool_unit_tests_catch_a_changed_rule(broken: str, tmp_path: Path) -
         capture_output=True, text=True, timeout=120, check=False, cwd=tmp_path,
     )  # fmt: skip
     assert result.returncode != 0, result.stdout
-
-
-def test_prometheusrule_has_the_same_groups() -> None:
-    yaml = YAML(typ="safe")
-    rules = yaml.load((PROM / "offsetd-rules.yml").read_text())
-    crd = yaml.load((PROM / "kubernetes" / "prometheusrule.yaml").read_text())
-    assert crd["kind"] == "PrometheusRule"
-    assert crd["spec"]["groups"] == rules["groups"]
-    monitor = yaml.load((PROM / "kubernetes" / "servicemonitor.yaml").read_text())
-    assert monitor["kind"] == "ServiceMonitor"
-    assert monitor["spec"]["endpoints"][0]["path"] == "/metrics"

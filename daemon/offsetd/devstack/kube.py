@@ -138,6 +138,18 @@ class KubeCluster:
         ca = Path(info.run_dir) / "pki" / "serving" / "apiserver.crt"
         return self._write_kubeconfig(f"{account}-{namespace}", info.url, ca, token, namespace)
 
+    def kubeconfig_for(self, namespace: str, account: str) -> Path:
+        """A kubeconfig with a fresh token of an existing service account (one a chart made,
+        for example): exactly the rights bound to it."""
+        info = self.info()
+        client = self.admin_client()
+        try:
+            token = _token(client, namespace, account)
+        finally:
+            client.close()
+        ca = Path(info.run_dir) / "pki" / "serving" / "apiserver.crt"
+        return self._write_kubeconfig(f"{account}-{namespace}", info.url, ca, token, namespace)
+
     def down(self) -> list[str]:
         stopped = procs.stop(list(reversed(procs.load(self._procs_file))))
         self._procs_file.unlink(missing_ok=True)
@@ -330,6 +342,11 @@ def _offsetd_account(
         "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": namespace}],
     }
     client.apply(cast(RoleBinding, RoleBinding.from_dict(binding)), force=True)
+    return _token(client, namespace, account)
+
+
+def _token(client: Client, namespace: str, account: str) -> str:
+    """A token of an existing service account, from the TokenRequest API (as a pod gets one)."""
     spec = TokenRequestSpec(audiences=[], expirationSeconds=_TOKEN_SECONDS)
     issued = client.create(ServiceAccount.Token(metadata=ObjectMeta(), spec=spec), account,
                            namespace=namespace)  # fmt: skip

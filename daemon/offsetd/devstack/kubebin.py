@@ -34,6 +34,7 @@ __all__ = [
     "ensure_helm",
     "ensure_kube_apiserver",
     "staging_replaces",
+    "version_stamp",
 ]
 
 KUBE_VERSION = "v1.33.4"
@@ -59,11 +60,29 @@ def staging_replaces(kubernetes_go_mod: str, version: str) -> list[str]:
     ]
 
 
+def version_stamp(version: str) -> str:
+    """The linker flags `make` sets in a kubernetes release build: without them /version says
+    v0.0.0-master, and clients that check the server's version (`helm` against a chart's
+    kubeVersion) refuse it."""
+    major, minor = version.removeprefix("v").split(".")[:2]
+    package = "k8s.io/component-base/version"
+    return " ".join(
+        f"-X {package}.{name}={value}"
+        for name, value in (
+            ("gitVersion", version),
+            ("gitMajor", major),
+            ("gitMinor", minor),
+            ("gitTreeState", "clean"),
+        )
+    )
+
+
 def ensure_kube_apiserver(
     version: str = KUBE_VERSION, log: Callable[[str], None] = lambda _msg: None
 ) -> Path:
     """The cached kube-apiserver of `version`, built the first time (about ten minutes)."""
-    target = binaries_root() / "kube-apiserver" / version / "kube-apiserver"
+    # "-2": the build recipe's revision (2: version stamped), so an older build is not reused
+    target = binaries_root() / "kube-apiserver" / f"{version}-2" / "kube-apiserver"
     if target.is_file():
         return target
     go = require_tool("go", "install Go 1.24 or newer (the kube-apiserver build needs it)")
@@ -86,7 +105,16 @@ def ensure_kube_apiserver(
         _run([go, "get", f"k8s.io/kubernetes/cmd/kube-apiserver@{version}"], work, env)
         built = work / "kube-apiserver"
         _run(
-            [go, "build", "-trimpath", "-pgo=off", "-o", str(built), _APISERVER_PACKAGE],
+            [
+                go,
+                "build",
+                "-trimpath",
+                "-pgo=off",
+                f"-ldflags={version_stamp(version)}",
+                "-o",
+                str(built),
+                _APISERVER_PACKAGE,
+            ],
             work,
             env,
         )

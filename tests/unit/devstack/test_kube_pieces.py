@@ -36,3 +36,18 @@ def test_the_standin_names_mm2_connectors_of_both_api_versions() -> None:
         "east->west.MirrorCheckpointConnector",
     ]
     assert [n for n, _ in _mm2_connectors(v1beta2)] == ["east->west.MirrorSourceConnector"]
+
+
+def test_the_apiserver_build_is_stamped_with_its_version() -> None:
+    from offsetd.devstack.kubebin import version_stamp
+
+    assert version_stamp("v1.33.4").split() == [
+        "-X",
+        "k8s.io/component-base/version.gitVersion=v1.33.4",
+        "-X",
+        "k8s.io/component-base/version.gitMajor=1",
+        "-X",
+        "k8s.io/component-base/version.gitMinor=33",
+        "-X",
+        "k8s.io/component-base/version.gitTreeState=clean",
+    ]
