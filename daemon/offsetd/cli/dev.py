@@ -18,9 +18,10 @@ from offsetd.cli.output import table
 from offsetd.cli.run import history_row
 from offsetd.devstack.demo import run_demo
 from offsetd.devstack.errors import DevStackError
+from offsetd.devstack.image import ensure_image, write_oci_archive
 from offsetd.devstack.stack import Stack, StackInfo
 
-__all__ = ["default_run_dir", "demo", "dev", "down", "env", "run_dir_option", "up"]
+__all__ = ["default_run_dir", "demo", "dev", "down", "env", "image", "run_dir_option", "up"]
 
 
 def default_run_dir() -> Path:
@@ -151,6 +152,32 @@ def up(
     finally:
         _say(f"stopping {', '.join(stack.down()) or 'nothing'}")
     sys.exit(exit_code)
+
+
+@dev.command()
+@click.option("--extras", default="", help="Comma-separated extras to include (spark).")
+@click.option(
+    "--archive",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Also write the image as an oci-archive tarball (podman load -i FILE).",
+)
+def image(extras: str, archive: Path | None) -> None:
+    """Build offsetd's OCI image without a registry (Debian's mmdebstrap and umoci, the wheel
+    and its locked dependencies; needs root), cached by its inputs; print where it is."""
+    try:
+        info = ensure_image(tuple(e for e in extras.split(",") if e), log=_say)
+        if archive is not None:
+            write_oci_archive(info, archive)
+    except DevStackError as exc:
+        _fail(exc)
+    click.echo(f"image         oci:{info.reference}")
+    click.echo(
+        f"size          {info.size_bytes / 1e6:.1f} MB compressed, "
+        f"{info.uncompressed_bytes / 1e6:.1f} MB unpacked"
+    )
+    if archive is not None:
+        click.echo(f"archive       {archive} (podman load -i {archive})")
 
 
 @dev.command()

@@ -33,6 +33,7 @@ __all__ = [
     "ensure_etcd",
     "ensure_helm",
     "ensure_kube_apiserver",
+    "run_tool",
     "staging_replaces",
     "version_stamp",
 ]
@@ -92,7 +93,7 @@ def ensure_kube_apiserver(
     with tempfile.TemporaryDirectory(prefix="kube-apiserver-", dir=target.parent) as tmp:
         work = Path(tmp)
         info = json.loads(
-            _run([go, "mod", "download", "-json", f"k8s.io/kubernetes@{version}"], work, env)
+            run_tool([go, "mod", "download", "-json", f"k8s.io/kubernetes@{version}"], work, env)
         )
         kubernetes_mod = Path(info["GoMod"]).read_text()
         replaces = staging_replaces(kubernetes_mod, version)
@@ -102,9 +103,9 @@ def ensure_kube_apiserver(
             "module offsetd.local/kubeapiserver\n\ngo 1.24\n\n"
             f"require k8s.io/kubernetes {version}\n\n" + "\n".join(replaces) + "\n"
         )
-        _run([go, "get", f"k8s.io/kubernetes/cmd/kube-apiserver@{version}"], work, env)
+        run_tool([go, "get", f"k8s.io/kubernetes/cmd/kube-apiserver@{version}"], work, env)
         built = work / "kube-apiserver"
-        _run(
+        run_tool(
             [
                 go,
                 "build",
@@ -137,7 +138,7 @@ def ensure_helm(
         env = {**os.environ, "GOTOOLCHAIN": "local", "GOBIN": tmp}
         major = version.split(".", 1)[0]
         stamp = f"-X helm.sh/helm/{major}/internal/version.version={version}"
-        _run(
+        run_tool(
             [
                 go,
                 "install",
@@ -167,21 +168,22 @@ def ensure_etcd(
     with tempfile.TemporaryDirectory(prefix="etcd-", dir=root.parent) as tmp:
         work = Path(tmp)
         try:
-            _run([apt_get, "download", f"etcd-server={deb_version}"], work, dict(os.environ))
+            run_tool([apt_get, "download", f"etcd-server={deb_version}"], work, dict(os.environ))
         except DevStackError:
-            _run([apt_get, "update", "-qq"], work, dict(os.environ))
-            _run([apt_get, "download", f"etcd-server={deb_version}"], work, dict(os.environ))
+            run_tool([apt_get, "update", "-qq"], work, dict(os.environ))
+            run_tool([apt_get, "download", f"etcd-server={deb_version}"], work, dict(os.environ))
         debs = list(work.glob("etcd-server_*.deb"))
         if not debs:
             raise DevStackError(f"apt-get download etcd-server={deb_version} gave no package")
         unpacked = work / "root"
-        _run([dpkg_deb, "-x", str(debs[0]), str(unpacked)], work, dict(os.environ))
+        run_tool([dpkg_deb, "-x", str(debs[0]), str(unpacked)], work, dict(os.environ))
         shutil.rmtree(root, ignore_errors=True)
         unpacked.replace(root)
     return etcd
 
 
-def _run(argv: list[str], cwd: Path, env: dict[str, str]) -> str:
+def run_tool(argv: list[str], cwd: Path, env: dict[str, str]) -> str:
+    """Run a build tool; its stdout, or a DevStackError with the tail of what it said."""
     try:
         done = subprocess.run(
             argv,
@@ -195,6 +197,6 @@ def _run(argv: list[str], cwd: Path, env: dict[str, str]) -> str:
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise DevStackError(f"{' '.join(argv[:3])} failed: {exc}") from exc
     if done.returncode != 0:
-        tail = (done.stderr or done.stdout).strip().splitlines()[-5:]
+        tail = (done.stderr or done.stdout).strip().splitlines()[-8:]
         raise DevStackError(f"{' '.join(argv[:3])} failed: " + " | ".join(tail))
     return done.stdout
