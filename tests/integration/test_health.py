@@ -1,4 +1,5 @@
-"""`/healthz` and `/readyz` of `offsetd run` on a real stack, through a Kafka stop and start.
+"""`/healthz` and `/readyz` of `offsetd run` on a real stack, through a Kafka stop and start and
+a Connect stop and start.
 
 The daemon's Kafka cluster is stopped for real (its broker process, by PID) while the daemon
 runs: `/readyz` must turn 503 naming Kafka, `/healthz` stay 200 and the process stay up (unready,
@@ -42,7 +43,7 @@ def _get(url: str) -> tuple[int, dict[str, Any]]:
     return response.status_code, response.json()
 
 
-def test_readyz_follows_kafka_while_healthz_stays_up(
+def test_readyz_follows_kafka_and_connect_while_healthz_stays_up(
     own_stack: tuple[Stack, StackInfo], tmp_path: Path
 ) -> None:
     stack, info = own_stack
@@ -97,5 +98,22 @@ def test_readyz_follows_kafka_while_healthz_stays_up(
         _, page = _get(f"{base}/readyz")
         assert all(check["ok"] for check in page["checks"].values()), page
         print(f"unready {became_unready_s:.1f}s after the broker stopped")
+
+        # Connect down: unready naming it, Kafka still fine; back when it is
+        [worker] = [r for r in stack.live_processes() if r.name == "connect-1"]
+        procs.stop([worker])
+
+        def connect_down() -> bool:
+            code, page = _get(f"{base}/readyz")
+            checks = page["checks"]
+            return code == 503 and not checks["connect:local"]["ok"] and checks["kafka"]["ok"]
+
+        wait_for("/readyz 503 naming Connect", connect_down, timeout_s=30)
+        _, page = _get(f"{base}/readyz")
+        assert info.connect["url"].split("//")[1] in page["checks"]["connect:local"]["detail"]
+        assert _get(f"{base}/healthz")[0] == 200
+        stack.spawn_extra("connect-1", list(worker.argv))
+        wait_for("/readyz 200 after Connect", lambda: _get(f"{base}/readyz")[0] == 200, 180)
+        assert daemon.proc.poll() is None, "the daemon must live through the outage"
     finally:
         daemon.stop()
