@@ -81,7 +81,8 @@ class Daemon:
         self.env = env or {}
         self.proc: subprocess.Popen[bytes] | None = None
 
-    def start(self) -> None:
+    def start(self, wait: bool = True) -> None:
+        """Start it; with `wait`, until /metrics answers."""
         with self.log_path.open("ab") as log:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "offsetd", *self.args],
@@ -91,7 +92,8 @@ class Daemon:
                 cwd=REPO,
                 start_new_session=True,
             )
-        wait_for("the daemon's /metrics", self._metrics_up, timeout_s=120)
+        if wait:
+            wait_for("the daemon's /metrics", self._metrics_up, timeout_s=120)
 
     def _metrics_up(self) -> bool:
         assert self.proc is not None

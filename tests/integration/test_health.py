@@ -43,10 +43,7 @@ def _get(url: str) -> tuple[int, dict[str, Any]]:
     return response.status_code, response.json()
 
 
-def test_readyz_follows_kafka_and_connect_while_healthz_stays_up(
-    own_stack: tuple[Stack, StackInfo], tmp_path: Path
-) -> None:
-    stack, info = own_stack
+def _config(info: StackInfo, tmp_path: Path) -> tuple[Path, int]:
     rules = tmp_path / "rules"
     rules.mkdir()
     data = decide_only_config(
@@ -61,9 +58,16 @@ def test_readyz_follows_kafka_and_connect_while_healthz_stays_up(
     data["daemon"]["health_probe_interval"] = "1s"
     with (tmp_path / "offsetd.yaml").open("w") as out:
         YAML().dump(data, out)
-    port = data["daemon"]["web_port"]
+    return tmp_path / "offsetd.yaml", int(data["daemon"]["web_port"])
+
+
+def test_readyz_follows_kafka_and_connect_while_healthz_stays_up(
+    own_stack: tuple[Stack, StackInfo], tmp_path: Path
+) -> None:
+    stack, info = own_stack
+    config, port = _config(info, tmp_path)
     base = f"http://127.0.0.1:{port}"
-    daemon = Daemon(tmp_path / "offsetd.yaml", tmp_path / "daemon.log", port)
+    daemon = Daemon(config, tmp_path / "daemon.log", port)
     daemon.start()
     try:
         assert daemon.proc is not None
@@ -117,3 +121,38 @@ def test_readyz_follows_kafka_and_connect_while_healthz_stays_up(
         assert daemon.proc.poll() is None, "the daemon must live through the outage"
     finally:
         daemon.stop()
+
+
+def test_a_daemon_started_while_kafka_is_down_waits_for_it(
+    own_stack: tuple[Stack, StackInfo], tmp_path: Path
+) -> None:
+    """Pods start in any order: `offsetd run` before its Kafka cluster waits, saying so, rather
+    than exit into a restart loop; it is ready once the broker answers."""
+    stack, info = own_stack
+    config, port = _config(info, tmp_path)
+    [broker] = [r for r in stack.live_processes() if r.name == "kafka-west"]
+    procs.stop([broker])
+    daemon = Daemon(config, tmp_path / "daemon.log", port)
+    try:
+        daemon.start(wait=False)
+        assert daemon.proc is not None
+        wait_for(
+            "the daemon to say it waits", lambda: "waiting for the clusters" in daemon.log(), 90
+        )
+        time.sleep(10)
+        assert daemon.proc.poll() is None, daemon.log()[-3000:]
+    finally:
+        stack.spawn_extra("kafka-west", list(broker.argv))
+    try:
+        base = f"http://127.0.0.1:{port}"
+        wait_for("/readyz 200", lambda: _ready(base), timeout_s=180)
+        assert daemon.proc.poll() is None
+    finally:
+        daemon.stop()
+
+
+def _ready(base: str) -> bool:
+    try:
+        return _get(f"{base}/readyz")[0] == 200
+    except httpx.HTTPError:
+        return False

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import click
+from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 from prometheus_client import CollectorRegistry
 
@@ -17,7 +19,7 @@ from offsetd.cli.common import reports_errors
 from offsetd.cli.output import emit_json, table
 from offsetd.config import DEFAULT_CONFIG_PATH, Settings, load_settings
 from offsetd.connect.client import ConnectClient
-from offsetd.errors import ConfigError, OffsetdError
+from offsetd.errors import ConfigError, ConnectUnavailable, OffsetdError
 
 __all__ = [
     "ClusterMismatch",
@@ -26,6 +28,7 @@ __all__ = [
     "history",
     "history_row",
     "run",
+    "wait_for_clusters",
 ]
 
 config_option = click.option(
@@ -62,6 +65,26 @@ def check_cluster_ids(settings: Settings, alias: str) -> None:
                 f"Connect cluster {name} reports Kafka cluster id {connect_id}, but "
                 f"{alias} ({kafka.bootstrap_servers}) is {cluster_id}: fix kafka_cluster for {name}"
             )
+
+
+def wait_for_clusters(
+    settings: Settings, alias: str, retry_s: float = 5.0, sleep: Any = time.sleep
+) -> None:
+    """`check_cluster_ids`, retried while Kafka or a Connect cluster does not answer yet.
+
+    At start, a cluster may be restarting, or pods may start in any order: the daemon waits,
+    saying why, instead of exiting into a restart loop (on Kubernetes its startup probe gives
+    up first). A wrong cluster id or a refused request is a problem a person must fix: raised.
+    """
+    log = logging.getLogger("offsetd")
+    while True:
+        try:
+            check_cluster_ids(settings, alias)
+            return
+        except (KafkaException, ConnectUnavailable) as exc:
+            reason = str(exc).splitlines()[0]
+            log.warning("waiting for the clusters to answer (%s); retrying in %gs", reason, retry_s)
+            sleep(retry_s)
 
 
 @click.command()
@@ -106,7 +129,8 @@ def run(
     if observe or enforce:
         mode = "observe" if observe else "enforce"
         rules = RuleSet(r.rule.model_copy(update={"mode": mode}) for r in rules.rules)
-    check_cluster_ids(settings, alias)
+    logging.basicConfig(level=log_level.upper().replace("WARN", "WARNING"))
+    wait_for_clusters(settings, alias)
     kafka = settings.kafka_clusters[alias]
     audit = AuditLog(kafka.client_config(), settings.daemon.audit_topic)
     audit.start()
@@ -127,7 +151,6 @@ def run(
         metrics=DaemonMetrics.create(registry),
         remediator=remediator,
     )
-    logging.basicConfig(level=log_level.upper().replace("WARN", "WARNING"))
     for name, cluster in connect.items():  # offsetd.scope: what this deployment acts on
         owned = scope_of(settings.remediation, name, cluster).describe()
         logging.getLogger("offsetd").info("Connect cluster %s: acting on %s", name, owned)
