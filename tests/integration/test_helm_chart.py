@@ -174,7 +174,9 @@ def all_on(namespace: str, other: str) -> dict[str, Any]:
                 "mountPath": "/etc/offsetd/tls/cluster-ca",
             }
         ],
-        "rules": {"files": {"page.yaml": (REPO / "rules/examples/auth-notify.yaml").read_text()}},
+        "rules": {
+            "files": {"page.yaml": (REPO / "rules/examples/needs-a-person.yaml").read_text()}
+        },
         "rbac": {"namespaces": [namespace, other]},
         "serviceAccount": {"annotations": {"example.com/owner": "sre"}},
         "podAnnotations": {"example.com/team": "data"},

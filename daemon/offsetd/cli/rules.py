@@ -9,6 +9,7 @@ from typing import NoReturn
 import click
 from pydantic import ValidationError
 
+from offsetd.events.failures import classify
 from offsetd.rules.loading import RulesError, check_rule_files, load_rules, rule_files
 from offsetd.rules.matching import explain as explain_event
 from offsetd.rules.models import ConnectorMeta
@@ -99,6 +100,10 @@ def explain(
     meta = None
     if connector_class is not None or connector_type is not None:
         meta = ConnectorMeta(connector_class or "", connector_type or "")
+    error = getattr(event, "error", None)
+    if error is not None:
+        found = classify(error)
+        click.echo(f"failure class: {found.failure} ({found.because})")
     for line in explain_event(event, ruleset, meta):
         click.echo(line)
 

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from offsetd.events.failures import classify
 from offsetd.events.models import ErrorInfo
 from offsetd.rules.match import Unless
 from offsetd.rules.models import ConnectorMeta
@@ -40,7 +41,7 @@ def compile_conditions(conds: Unless) -> tuple[Condition, ...]:
     """The conditions `conds` sets, compiled, cheap and selective ones first."""
     out = [_BUILDERS[name](name, value) for name, value in conds.conditions().items()]
     # Cheap and selective first; the message regex (up to 4 KiB of trace) last.
-    cost = {"message": 3, "exception_class": 2, "root_cause_class": 2}
+    cost = {"message": 3, "failure": 2, "exception_class": 2, "root_cause_class": 2}
     out.sort(key=lambda c: cost.get(c.name, 1))
     return tuple(out)
 
@@ -192,6 +193,19 @@ def _root_cause_class(name: str, value: Any) -> Condition:
     )
 
 
+def _failure(name: str, value: Any) -> Condition:
+    wanted = frozenset(value)
+
+    def failure_of(e: Any, _m: ConnectorMeta | None) -> bool:
+        return classify(e.error).failure in wanted
+
+    def actual(e: Any, _m: ConnectorMeta | None) -> str:
+        found = classify(_error(e))
+        return f"{found.failure} ({found.because})"
+
+    return Condition(name, failure_of, " or ".join(sorted(wanted)), actual)
+
+
 def _texts(error: ErrorInfo) -> tuple[str, ...]:
     """What `message` searches: the trace head, plus the messages it does not contain."""
     head = error.trace_head
@@ -257,6 +271,7 @@ _BUILDERS: dict[str, Callable[[str, Any], Condition]] = {
     "task_id": _task_id,
     "state": _state,
     "stage": _stage,
+    "failure": _failure,
     "exception_class": _exception_class,
     "root_cause_class": _root_cause_class,
     "message": _message,

@@ -20,6 +20,7 @@ from pydantic import (
     Tag,
 )
 
+from offsetd.events.failures import FailureClass
 from offsetd.events.models import EventKind
 
 __all__ = [
@@ -27,6 +28,7 @@ __all__ = [
     "REGEX_TAG",
     "STAGES",
     "STATES",
+    "Failures",
     "Kinds",
     "Pattern",
     "Patterns",
@@ -146,6 +148,12 @@ Stages = Annotated[
     list[Annotated[Stage, BeforeValidator(_upper)]],
     BeforeValidator(listify, json_schema_input_type=Stage | list[Stage]),
     Field(min_length=1),
+]
+Failures = Annotated[
+    list[FailureClass],
+    BeforeValidator(listify, json_schema_input_type=FailureClass | list[FailureClass]),
+    Field(min_length=1),
+    AfterValidator(unique),
 ]
 TaskIds = Annotated[
     list[Annotated[int, Field(ge=0)]],

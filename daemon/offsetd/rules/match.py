@@ -13,6 +13,7 @@ from pydantic import Field, model_validator
 
 from offsetd.events.models import EventKind
 from offsetd.rules.fields import (
+    Failures,
     Kinds,
     Patterns,
     Regexes,
@@ -38,6 +39,7 @@ CONDITION_KINDS: dict[str, frozenset[EventKind]] = {
     "task_id": frozenset({EventKind.TASK_STATUS, EventKind.DLQ_RECORD, EventKind.TOPIC_STATUS}),
     "state": _STATUS,
     "stage": frozenset({EventKind.DLQ_RECORD}),
+    "failure": _ERRORS,
     "exception_class": _ERRORS,
     "root_cause_class": _ERRORS,
     "message": _ERRORS,
@@ -61,6 +63,12 @@ class Unless(RuleModel):
     task_id: TaskIds | None = None
     state: States | None = Field(None, description="Status states, e.g. FAILED.")
     stage: Stages | None = Field(None, description="DLQ stages, e.g. VALUE_CONVERTER, TASK_PUT.")
+    failure: Failures | None = Field(
+        None,
+        description="What kind of failure, from offsetd's classification of the exception "
+        "classes in the trace (offsetd.events.failures): transient (a restart can help), "
+        "poison_record, configuration (a person must act) or unknown; one or a list.",
+    )
     exception_class: Patterns | None = Field(
         None, description="Globs matching the outer exception class OR the root cause class."
     )

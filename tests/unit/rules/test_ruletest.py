@@ -45,7 +45,7 @@ def test_there_are_example_tests() -> None:
     assert {
         "poison-record.yaml",
         "transient-restart.yaml",
-        "auth-notify.yaml",
+        "needs-a-person.yaml",
         "dlq-flood.yaml",
     } <= names
 
@@ -241,6 +241,7 @@ def test_cli_explain(rules_dir: Path, tmp_path: Path) -> None:
     result = CliRunner().invoke(main, ["rules", "explain", str(rules_dir), str(event)])
     assert result.exit_code == 0, result.output
     assert result.output.splitlines() == [
+        "failure class: unknown (no known exception class in the trace)",
         "restart: matches (counts toward 1 within 10m per connector)",
         "skip: no match: kind is task_status, rule wants dlq_record",
     ]
