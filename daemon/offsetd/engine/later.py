@@ -60,7 +60,6 @@ NOT_RUN_OUTCOMES = frozenset(
         "not_located",
         "aborted",
         "suppressed_blast_radius",
-        "suppressed_paused",
         "suppressed_opt_out",
         "suppressed_budget",
         "suppressed_skip_pending",
@@ -72,8 +71,10 @@ NOT_RUN_OUTCOMES = frozenset(
         "not_needed",
     }
 )
-#: Not an end: the decision may still run (an approval outlives a restart).
-PENDING_OUTCOMES = frozenset({"awaiting_approval"})
+#: Not an end: the decision may still run (an approval outlives a restart; a paused decision
+#: runs after `offsetd resume-automation` if its failure still holds, else `not_needed` gives
+#: its limits back then).
+PENDING_OUTCOMES = frozenset({"awaiting_approval", "suppressed_paused"})
 
 _EVENT: TypeAdapter[Any] = TypeAdapter(Event)
 

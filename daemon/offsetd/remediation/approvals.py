@@ -15,7 +15,7 @@ from offsetd.engine import Decision
 from offsetd.errors import OffsetdError
 from offsetd.remediation.control import ControlStore
 
-__all__ = ["ApprovalWatch"]
+__all__ = ["ApprovalWatch", "PauseWatch"]
 
 log = logging.getLogger("offsetd.remediation")
 
@@ -54,3 +54,43 @@ class ApprovalWatch:
                 if decision is not None:
                     log.info("decision %s was %s; handling it", decision_id, approval.status)
                     decided(decision)
+
+
+class PauseWatch:
+    """Writing decisions the global pause held, handed back once `offsetd resume-automation`
+    lifts it: a poison record that arrived during a pause is still acted on afterwards, if it
+    still holds (the executor checks that before acting).
+
+    Kept in memory: a daemon restarted during a pause forgets what it held, and the failures
+    that still hold are decided again from the events after the resume."""
+
+    def __init__(self) -> None:
+        self.held: dict[str, Decision] = {}
+
+    def hold(self, decision: Decision) -> None:
+        self.held[decision.id] = decision
+
+    async def run(
+        self,
+        control: ControlStore,
+        poll_s: Callable[[], float],
+        resumed: Callable[[Decision], None],
+    ) -> None:
+        """Every `poll_s()`: once automation is not paused, hand each held decision to
+        `resumed`, oldest first."""
+        while True:
+            await asyncio.sleep(poll_s())
+            if not self.held:
+                continue
+            try:
+                state = await control.acatch_up()
+            except OffsetdError as exc:
+                log.warning("could not read the pause: %s", exc)
+                continue
+            if state.paused is not None:
+                continue
+            held = sorted(self.held.values(), key=lambda d: d.event_time_ms)
+            self.held.clear()
+            for decision in held:
+                log.info("automation resumed; handling decision %s again", decision.id)
+                resumed(decision)

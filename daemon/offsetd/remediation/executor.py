@@ -46,7 +46,7 @@ from offsetd.offsets.snapshots import SnapshotStore
 from offsetd.offsets.strimzi.client import ResourceDrivenClient
 from offsetd.remediation.actions import dispatch
 from offsetd.remediation.actions.base import ActionCall, Locator
-from offsetd.remediation.approvals import ApprovalWatch
+from offsetd.remediation.approvals import ApprovalWatch, PauseWatch
 from offsetd.remediation.control import ControlStore
 from offsetd.remediation.guard_inputs import GuardReads
 from offsetd.remediation.guards import (
@@ -103,6 +103,8 @@ class Remediator:
     _skip_pending: dict[str, asyncio.Event] = field(default_factory=dict)
     _submitted: RecentIds = field(init=False)
     _approvals: ApprovalWatch = field(default_factory=ApprovalWatch)
+    _pauses: PauseWatch = field(default_factory=PauseWatch)
+    _after_pause: set[str] = field(default_factory=set)  # decisions handed back by a resume
     _recovery: Recovery = field(init=False)
     _reads: GuardReads = field(init=False)
     _background: list[asyncio.Task[None]] = field(default_factory=list)
@@ -225,10 +227,17 @@ class Remediator:
                 self._approvals.run(self.control, lambda: self.poll_s, self._answered)
             )
         )
+        self._background.append(
+            asyncio.create_task(self._pauses.run(self.control, lambda: self.poll_s, self._resumed))
+        )
 
     def _answered(self, decision: Decision) -> None:
         self._submitted.add(decision.id)
         self._enqueue(decision)  # a second handling, on purpose: the answer
+
+    def _resumed(self, decision: Decision) -> None:
+        self._after_pause.add(decision.id)
+        self._answered(decision)  # a second handling: the resume is the new input
 
     async def stop(self) -> None:
         tasks = [*self._workers.values(), *self._background, *self._recovery.tasks]
@@ -261,6 +270,12 @@ class Remediator:
     async def handle(self, decision: Decision) -> str:
         """Guard, act, audit. Returns the final outcome."""
         cluster = self.connect.get(decision.connect_cluster)
+        if decision.id in self._after_pause and cluster is not None:
+            self._after_pause.discard(decision.id)
+            gone = await self._no_longer_failing(decision, cluster)
+            if gone is not None:
+                await self.finish(decision, "not_needed", f"after the pause: {gone}", {})
+                return "not_needed"
         verdict = await self._verdict(decision, cluster)
         if verdict.outcome == "suppressed_blast_radius":
             self.metrics.blast_radius_holds.labels(decision.connect_cluster).inc()
@@ -318,6 +333,25 @@ class Remediator:
             ),
         )
 
+    async def _no_longer_failing(self, decision: Decision, cluster: ConnectCluster) -> str | None:
+        """Why a decision a pause held no longer applies (None: it still does). A decision a
+        failure caused acts only while the connector or the task it names is still FAILED."""
+        if not _failure_trigger(decision):
+            return None
+        try:
+            state = await self._reads.read(
+                cluster, "read status", lambda c: c.status(decision.connector)
+            )
+        except OffsetdError as exc:
+            return f"its status could not be read ({exc})"
+        task_id = decision.inputs.trigger.task_id
+        if state.state == "FAILED" or any(
+            t.state == "FAILED" and (task_id is None or t.id == task_id) for t in state.tasks
+        ):
+            return None
+        tasks = ", ".join(f"{t.id}={t.state}" for t in state.tasks) or "none"
+        return f"{decision.connector} is no longer failing (connector {state.state}, tasks {tasks})"
+
     async def _held(self, decision: Decision, verdict: Verdict) -> None:
         """A decision the guards hold back: recorded (and its approval asked for), not run."""
         if verdict.outcome == "awaiting_approval":
@@ -330,6 +364,12 @@ class Remediator:
                 decision.connector,
                 decision.summary(),
             )
+        if (
+            verdict.outcome == "suppressed_paused"
+            and decision.outcome == "planned"
+            and set(decision.action_types) & WRITING_ACTIONS
+        ):
+            self._pauses.hold(decision)  # acted on after the resume, if it still holds
         extra: dict[str, Any] = {"guard": verdict.guard}
         if verdict.would_be:
             extra["would_be"] = verdict.would_be

@@ -207,7 +207,7 @@ def test_a_later_inhibition_by_the_same_rule_is_kept() -> None:
 def test_released_ids_are_pruned_when_their_limits_expire() -> None:
     f = Feed(rules(RESTART))
     [first] = f.feed(f.task(0))
-    settle(f.state, first, "suppressed_paused", f.rules, 1 * SEC)
+    settle(f.state, first, "suppressed_opt_out", f.rules, 1 * SEC)
     assert first.id in f.state.released
     f.feed(f.task(2 * 3600 * SEC))  # past the budget window (1h) and the backoff reset (30m)
     assert first.id not in f.state.released
@@ -251,3 +251,16 @@ def test_the_outcome_travels_as_a_nudge_on_the_events_topic() -> None:
     assert again.rule == "restart"
     with pytest.raises(Malformed):
         decode_nudge(b"\x02{not json")
+
+
+def test_a_paused_decision_keeps_its_limits_until_it_ran_or_was_not_needed() -> None:
+    """The pause holds a decision for after the resume: its limits stay meanwhile; if it is
+    then not needed (the failure went away), they are given back."""
+    f = Feed(rules(RESTART))
+    [first] = f.feed(f.task(0))
+    settle(f.state, first, "suppressed_paused", f.rules, 1 * SEC)
+    assert first.id not in f.state.released
+    assert f.state.restart_backoff is not None
+    assert f.state.restart_backoff["attempts"] == 1
+    settle(f.state, first, "not_needed", f.rules, 2 * SEC)
+    assert first.id in f.state.released
