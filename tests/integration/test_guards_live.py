@@ -18,7 +18,6 @@ from tests.integration.kafkautil import (
     ConnectClient,
     create_topic,
     dlq_json_file_sink,
-    json_file_sink,
     produce,
     unique,
     wait_for,
@@ -29,6 +28,7 @@ from tests.integration.test_restart_backoff import (
     decided,
     delete_new_connectors,  # noqa: F401  (autouse fixture)
     executed,
+    file_sink,
     shipped_rules_fast,
 )
 
@@ -129,13 +129,7 @@ def test_one_outage_failing_two_tasks_gets_one_restart_the_cooldown_holds_the_se
         rule["limits"]["cooldown"] = "1m"
         with rules.open("w") as out:
             YAML().dump(rule, out)
-        topic = unique(f"{setup.prefix}-t")
-        create_topic(setup.west, topic, partitions=2)
-        name = f"{setup.prefix}-files"
-        setup.start()
-        connect.create(
-            name, json_file_sink(topic, tmp_path / "missing" / "out.txt", **{"tasks.max": "2"})
-        )
+        name = file_sink(setup, connect, tmp_path / "missing" / "out.txt", tasks=2)
         wait_for(
             "both tasks' decisions",
             lambda: len(decided(setup, name, "transient-restart")) >= 2,
@@ -159,11 +153,7 @@ def test_a_spent_budget_outlives_a_restart_of_the_daemon(
         rule["limits"]["budget"] = {"max": 2, "per": "1h"}
         with rules.open("w") as out:
             YAML().dump(rule, out)
-        topic = unique(f"{setup.prefix}-t")
-        create_topic(setup.west, topic)
-        name = f"{setup.prefix}-files"
-        setup.start()
-        connect.create(name, json_file_sink(topic, tmp_path / "missing" / "out.txt"))
+        name = file_sink(setup, connect, tmp_path / "missing" / "out.txt")
         wait_for(
             "the budget spent",
             lambda: any(

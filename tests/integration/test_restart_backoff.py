@@ -92,19 +92,29 @@ def task_trace(connect: ConnectClient, name: str) -> str:
     return "".join(t.get("trace", "") for t in status.get("tasks", []) if t["state"] == "FAILED")
 
 
+def file_sink(
+    setup: Setup, connect: ConnectClient, out: Path, records: int = 0, tasks: int = 1
+) -> str:
+    """Start the daemon, then a JSON file sink writing to `out` (its topic holds `records`
+    good records): the daemon sees its failures as they happen. Returns its name."""
+    topic = unique(f"{setup.prefix}-t")
+    create_topic(setup.west, topic, partitions=tasks)
+    if records:
+        produce(setup.west, topic, good(range(records)))
+    name = f"{setup.prefix}-files"
+    setup.start()
+    connect.create(name, json_file_sink(topic, out, **{"tasks.max": str(tasks)}))
+    return name
+
+
 def test_a_sink_whose_folder_is_missing_is_restarted_with_growing_delays_until_it_is_there(
     stack: StackInfo, connect: ConnectClient, tmp_path: Path
 ) -> None:
     with daemon_setup(stack, tmp_path, mode="enforce", remediation=WIDE) as setup:
         shipped_rules_fast(setup)
-        topic = unique(f"{setup.prefix}-t")
-        create_topic(setup.west, topic)
-        produce(setup.west, topic, good(range(5)))
         folder = tmp_path / "mnt" / "out"
         out = folder / "orders.txt"
-        name = f"{setup.prefix}-files"
-        setup.start()  # before the failures: it sees them as they happen
-        connect.create(name, json_file_sink(topic, out))
+        name = file_sink(setup, connect, out, records=5)
 
         wait_for("four restarts", lambda: len(executed(setup, name, "transient-restart")) >= 4, 120)
         assert "java.nio.file.NoSuchFileException" in task_trace(connect, name)
@@ -140,14 +150,8 @@ def test_restarts_stop_when_the_failure_becomes_one_a_restart_cannot_fix(
 ) -> None:
     with daemon_setup(stack, tmp_path, mode="enforce", remediation=WIDE) as setup:
         shipped_rules_fast(setup)
-        topic = unique(f"{setup.prefix}-t")
-        create_topic(setup.west, topic)
-        produce(setup.west, topic, good(range(3)))
         parent = tmp_path / "mnt"
-        out = parent / "out" / "orders.txt"
-        name = f"{setup.prefix}-files"
-        setup.start()
-        connect.create(name, json_file_sink(topic, out))
+        name = file_sink(setup, connect, parent / "out" / "orders.txt", records=3)
         wait_for("two restarts", lambda: len(executed(setup, name, "transient-restart")) >= 2, 90)
         # someone "fixes" it wrong: the folder's place is taken by a file
         parent.mkdir()
