@@ -77,6 +77,10 @@ def test_detached_two_worker_stack_env_config_and_down(tmp_path: Path) -> None:
         assert str(local.url).rstrip("/") == env["connect"]["url"]
         assert local.kafka_cluster == "west"
         assert local.offsets_topic == "connect-offsets"
+        # the lag statuses assume the flush interval the stack's workers really run with
+        worker = (Path(run_dir) / "config" / "connect-worker-1.properties").read_text()
+        flush_ms = int(worker.split("offset.flush.interval.ms=", 1)[1].split()[0])
+        assert settings.lag.flush_interval == flush_ms == 1000
 
         records = procs.load(Path(run_dir) / "processes.json")
         assert sorted(r.name for r in records) == [

@@ -268,7 +268,14 @@ def _parse(text: str) -> Page:
 
 def _partition(topic: str) -> frozenset[tuple[str, str]]:
     return frozenset(
-        {"source": mm2.SOURCE, "target": mm2.TARGET, "topic": topic, "partition": "0"}.items()
+        {
+            "connect_cluster": "local",
+            "connector": mm2.SOURCE_CONNECTOR,
+            "source": mm2.SOURCE,
+            "target": mm2.TARGET,
+            "topic": topic,
+            "partition": "0",
+        }.items()
     )
 
 
@@ -425,12 +432,13 @@ def test_offsetd_lag_prints_the_same_once_as_a_table_and_as_json(
 
     out = subprocess.run(command, capture_output=True, text=True, check=True)
     lines = out.stdout.splitlines()
-    assert lines[0].split()[:3] == ["FLOW", "TOPIC", "PARTITION"], lines[0]
+    assert lines[0].split()[:4] == ["FLOW", "CONNECTOR", "TOPIC", "PARTITION"], lines[0]
     mine = [line.split() for line in lines if f" {topic} " in f" {line} "]
     assert len(mine) == 1, lines
-    flow = f"{mm2.SOURCE}->{mm2.TARGET}"
-    # flow, topic, partition, end, replicated, lag, lag s, (N's age), status
-    assert (mine[0][:7], mine[0][-1]) == ([flow, topic, "0", "3", "2", "0", "0.0"], "OK")
+    flow, connector = f"{mm2.SOURCE}->{mm2.TARGET}", mm2.SOURCE_CONNECTOR
+    # flow, connector, topic, partition, end, replicated, lag, lag s, (N's age), status
+    expected_row = [flow, connector, topic, "0", "3", "2", "0", "0.0"]
+    assert (mine[0][:8], mine[0][-1]) == (expected_row, "OK")
     assert not state.exists()
 
 
@@ -473,8 +481,9 @@ def test_offsetd_run_serves_mm2_lag_on_its_metrics(daemon: Daemon) -> None:
         {"connect_cluster": "local", "connector": mm2.SOURCE_CONNECTOR, "state": "RUNNING"}.items()
     )
     assert page[("offsetd_connector_state", running)] == 1
-    # the daemon's own metrics are on the same page
+    # the daemon's own metrics are on the same page, without the client library's `_created`
     assert any(name == "offsetd_events_total" for name, _labels in page)
+    assert not [name for name, _labels in page if name.endswith("_created")]
     stamp: tuple[str, frozenset[tuple[str, str]]] = (
         "offsetd_mm2_lag_last_refresh_timestamp_seconds",
         frozenset(),

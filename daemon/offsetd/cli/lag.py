@@ -40,9 +40,13 @@ def _seconds(value: float | None) -> str | None:
 
 def _print_table(snapshot: Snapshot) -> None:
     now = snapshot.taken_ms
+    # Two MirrorSourceConnectors may replicate one topic on one pair (blue/green, a subset): the
+    # connector tells their rows apart; its Connect cluster only when there are several.
+    clusters = {p.connect_cluster for p in snapshot.partitions}
     rows: list[list[Any]] = [
         [
             f"{p.source}->{p.target}",
+            p.connector if len(clusters) < 2 else f"{p.connect_cluster}/{p.connector}",
             p.topic,
             p.partition,
             p.end,
@@ -54,7 +58,17 @@ def _print_table(snapshot: Snapshot) -> None:
         ]
         for p in snapshot.partitions
     ]
-    headers = ["flow", "topic", "partition", "end", "replicated", "lag", "lag s", "n age s"]
+    headers = [
+        "flow",
+        "connector",
+        "topic",
+        "partition",
+        "end",
+        "replicated",
+        "lag",
+        "lag s",
+        "n age s",
+    ]
     click.echo(table([*headers, "status"], rows))
     if snapshot.heartbeats:
         click.echo("")

@@ -152,14 +152,17 @@ class LagSettings(ConfigModel):
     0 of its internal events topic) and appends it to that worker's /metrics; false leaves lag to
     a separate `offsetd lag serve`. Durations are strings such as `10s`, `5m`. `window` is how
     far back the status rules look (Burrow style); `flush_interval` is Connect's
-    `offset.flush.interval.ms`, which bounds how fresh N can be. The sample window is kept in
-    `state_file` (default: in `daemon.data_dir`).
+    `offset.flush.interval.ms`, which bounds how fresh N can be; `stall_after` is how long a
+    RUNNING connector may leave N unchanged while records wait before its partition reads STALL
+    (never less than 3 flush intervals: a shorter time cannot tell a stall from a pending
+    flush). The sample window is kept in `state_file` (default: in `daemon.data_dir`).
     """
 
     enabled: bool = True
     interval: Duration = 10_000
     window: Duration = 600_000
     flush_interval: Duration = 60_000
+    stall_after: Duration = 60_000
     aggregate_per_topic: bool = False  # one series per topic instead of per partition
     seconds_lag_concurrency: Annotated[int, Field(ge=1, le=1000)] = 256  # partitions at a time
     seconds_lag_max_fetches: Annotated[int, Field(ge=0)] = 2_000  # per cycle; the rest next cycle

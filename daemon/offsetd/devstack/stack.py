@@ -25,6 +25,7 @@ from offsetd.devstack.jars import ensure_kafka_jars, java_executable
 from offsetd.devstack.jvm import java_command, render_properties, write_log_config
 from offsetd.devstack.kube import KubeCluster
 from offsetd.devstack.ports import HOST, check_bindable, free_ports
+from offsetd.durations import format_duration
 
 __all__ = ["CONNECT_CLUSTER_NAME", "Stack", "StackInfo"]
 
@@ -90,6 +91,12 @@ class StackInfo:
                     "dlq_topics": [],
                     "orchestrator": "none",
                 }
+            },
+            # The lag statuses must know how often this stack's Connect writes N.
+            "lag": {
+                "flush_interval": format_duration(
+                    int(self.connect.get("offset.flush.interval.ms", 60_000))
+                ),
             },
         }
 

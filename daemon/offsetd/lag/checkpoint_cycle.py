@@ -71,6 +71,8 @@ class CheckpointReader:
                 offset = committed.get(group, {}).get((source_topic, partition))
                 out.append(
                     CheckpointLag(
+                        flow.connect_cluster,
+                        flow.connector,
                         flow.source,
                         flow.target,
                         group,

@@ -166,6 +166,10 @@ class Collector:
         self._layout_changed = True  # partitions came or went: re-sort, prune the windows
         self._unsettled: dict[ConnectorKey, set[TP]] = {}  # rows not caught up and OK
         self._sources_of: dict[ConnectorKey, tuple[str, str]] = {}  # the rows' aliases
+        # When each connector was last seen to become RUNNING (connector and every task): a
+        # stall is counted from there, so a resumed connector gets its time to flush. None: not
+        # RUNNING when last seen; 0: RUNNING since before this collector looked.
+        self._running_since: dict[ConnectorKey, int | None] = {}
         self._end_offsets: dict[str, EndOffsets] = {}  # per source cluster: requests reused
         self._ends: dict[str, dict[TP, int]] = {}  # per source cluster: the last log ends
 
@@ -216,6 +220,7 @@ class Collector:
         self._read_connect(errors)
         self._read_offsets(errors)
         now_ms = int(self._clock() * 1000)
+        self._note_running(now_ms)
         sources = self._source_work()
         beats = self._heartbeat_plan()
         heartbeats: list[HeartbeatAge] = []
@@ -269,6 +274,21 @@ class Collector:
                 self._views[name] = asyncio.run(read_connect(name, cluster))
             except Exception as exc:  # keep the last view: states are unknown, not changed
                 errors[f"connect:{name}"] = str(exc)
+
+    def _note_running(self, now_ms: int) -> None:
+        for name, view in self._views.items():
+            for health in view.connectors:
+                key = (name, health.name)
+                if not health.running:
+                    self._running_since[key] = None
+                elif key not in self._running_since:
+                    self._running_since[key] = 0  # first sight: running since before we looked
+                elif self._running_since[key] is None:
+                    self._running_since[key] = now_ms
+
+    def _running_for(self, key: ConnectorKey, now_ms: int) -> int | None:
+        since = self._running_since.get(key)
+        return None if not since else now_ms - since
 
     def _read_offsets(self, errors: dict[str, str]) -> None:
         for name, cluster in sorted(self.settings.connect_clusters.items()):
@@ -420,6 +440,7 @@ class Collector:
         flow = work.flows[key]
         health = self._health(connect_cluster, connector)
         running = health.running if health is not None else False
+        running_for = self._running_for(key, now_ms)
         unsettled = self._unsettled[key] = set()  # rows to look at again next cycle
         for tp, end, n, written in changed:
             start = starts.get(tp)
@@ -445,6 +466,8 @@ class Collector:
                 offset_written_ms=written,
                 window_ms=self.lag.window,
                 flush_ms=self.lag.flush_interval,
+                stall_after_ms=self.lag.stall_after,
+                running_for_ms=running_for,
             )
             previous = kept.get(tp)
             kept[tp] = PartitionLag(

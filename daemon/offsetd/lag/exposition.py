@@ -6,9 +6,17 @@ follow Prometheus conventions: `offsetd_` prefix, base units (seconds, records),
 counters, help text on every family. `METRICS` is the public surface (dashboards, alerts and a
 test check against it).
 
-Per-partition labels are source, target, topic, partition. With `aggregate_per_topic` the
-partition label goes: lag in records is summed, seconds and ages take the maximum, the status is
-the worst partition's, and the per-partition N is left out.
+Per-partition labels are connect_cluster, connector, source, target, topic, partition: every
+series that belongs to a connector names it, so two MirrorSourceConnectors on one source ->
+target pair never collide. With `aggregate_per_topic` the partition label goes: lag in records
+is summed, seconds and ages take the maximum, the status is the worst partition's, and the
+per-partition N is left out.
+
+Statuses (partition, connector, Connect states) are state sets: one series per possible state,
+1 for the current one and 0 for the others. So a series never disappears when the status
+changes: `== 1` alerts keep their `for:` clock on one continuous series, "status changed"
+panels are `changes()` over it, and a status that is no longer current reads 0 instead of going
+stale for five minutes.
 """
 
 from __future__ import annotations
@@ -64,7 +72,8 @@ METRICS = _families(
     MetricFamily(
         "offsetd_mm2_partition_status",
         "gauge",
-        "1 for the partition's current status (OK, WARN, STALL, STOP, REWIND).",
+        "1 for the partition's current status, 0 for the other statuses "
+        "(OK, WARN, STALL, STOP, REWIND).",
     ),
     MetricFamily(
         "offsetd_mm2_connector_status",
@@ -181,7 +190,13 @@ class _Row:
     status: Status
 
 
-_STATUS_SUFFIX = {status: f',status="{status.value}"}} 1\n' for status in Status}
+#: Per current status: the five state-set lines of a partition after its label text.
+_STATUS_LINES = {
+    current: tuple(
+        (f',status="{status.value}"}} {1 if status is current else 0}\n') for status in Status
+    )
+    for current in Status
+}
 
 
 def _partition_families(page: _Page, snapshot: Snapshot) -> None:
@@ -221,25 +236,30 @@ def _partition_families(page: _Page, snapshot: Snapshot) -> None:
             if p.last_replicated is not None
         ],
     )
-    suffix = _STATUS_SUFFIX
+    lines = _STATUS_LINES
     page.family(
         "offsetd_mm2_partition_status",
-        [f"offsetd_mm2_partition_status{{{p.labels}{suffix[p.status]}" for p in parts],
+        [
+            f"offsetd_mm2_partition_status{{{p.labels}{line}"
+            for p in parts
+            for line in lines[p.status]
+        ],
     )
 
 
 def _topic_rows(snapshot: Snapshot) -> list[_Row]:
     now = snapshot.taken_ms
-    groups: dict[tuple[str, str, str], list[PartitionLag]] = {}
+    groups: dict[tuple[str, str, str, str, str], list[PartitionLag]] = {}
     for p in snapshot.partitions:
-        groups.setdefault((p.source, p.target, p.topic), []).append(p)
+        key = (p.connect_cluster, p.connector, p.source, p.target, p.topic)
+        groups.setdefault(key, []).append(p)
     rows = []
-    for (source, target, topic), parts in groups.items():
+    for key, parts in groups.items():
         seconds = [p.lag_seconds for p in parts if p.lag_seconds is not None]
         ages = [a for a in (p.offset_age_seconds(now) for p in parts) if a is not None]
         rows.append(
             _Row(
-                _labels((("source", source), ("target", target), ("topic", topic))),
+                _labels(zip(_TOPIC_LABELS, key, strict=True)),
                 sum(p.lag_records for p in parts),
                 max(seconds) if seconds else None,
                 max(ages) if ages else None,
@@ -248,6 +268,9 @@ def _topic_rows(snapshot: Snapshot) -> list[_Row]:
             )
         )
     return rows
+
+
+_TOPIC_LABELS = ("connect_cluster", "connector", "source", "target", "topic")
 
 
 def _values(rows: list[_Row], name: str, get: Callable[[_Row], float | None]) -> Iterable[str]:
@@ -275,7 +298,11 @@ def _topic_families(page: _Page, rows: list[_Row]) -> None:
     )
     page.family(
         "offsetd_mm2_partition_status",
-        (f'offsetd_mm2_partition_status{{{r.labels},status="{r.status}"}} 1\n' for r in rows),
+        (
+            f"offsetd_mm2_partition_status{{{r.labels}{line}"
+            for r in rows
+            for line in _STATUS_LINES[r.status]
+        ),
     )
 
 
@@ -380,6 +407,8 @@ def _checkpoints(page: _Page, snapshot: Snapshot) -> None:
     for c in snapshot.checkpoints:
         labels = _labels(
             (
+                ("connect_cluster", c.connect_cluster),
+                ("connector", c.connector),
                 ("source", c.source),
                 ("target", c.target),
                 ("group", c.group),

@@ -42,8 +42,12 @@ class PartitionLag:
     lag_seconds: float | None  # None: lagging, first record's time not fetched yet
     status: Status
     data_loss: bool = False  # N + 1 was deleted by retention before MM2 replicated it
-    #: The exposition's label text, built once per row (rows of unchanged partitions are reused
-    #: from cycle to cycle, so a 100k-partition page does not format its labels every cycle).
+    #: The exposition's label text. It names the connector (Connect cluster and connector) as
+    #: well as the flow: two MirrorSourceConnectors on one source -> target pair (blue/green, a
+    #: topic subset, a second Connect cluster) would otherwise export identical series with
+    #: different values, and Prometheus would keep one at random. Built once per row (rows of
+    #: unchanged partitions are reused from cycle to cycle, so a 100k-partition page does not
+    #: format its labels every cycle).
     labels: str = field(default="", compare=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -51,6 +55,8 @@ class PartitionLag:
             object.__setattr__(
                 self,
                 "labels",
+                f'connect_cluster="{escape_label(self.connect_cluster)}",'
+                f'connector="{escape_label(self.connector)}",'
                 f'source="{escape_label(self.source)}",target="{escape_label(self.target)}",'
                 f'topic="{escape_label(self.topic)}",partition="{self.partition}"',
             )
@@ -114,6 +120,8 @@ class HeartbeatAge:
 
 @dataclass(frozen=True, slots=True)
 class CheckpointLag:
+    connect_cluster: str  # the MirrorCheckpointConnector that emits the checkpoints
+    connector: str
     source: str
     target: str
     group: str
@@ -127,6 +135,8 @@ class CheckpointLag:
 
     def as_json(self) -> dict[str, Any]:
         return {
+            "connect_cluster": self.connect_cluster,
+            "connector": self.connector,
             "source": self.source,
             "target": self.target,
             "group": self.group,

@@ -5,9 +5,13 @@ A sample is (N, LEO, time) taken once per collection cycle. Rules, first match w
 - REWIND: N went backwards inside the window and has not come back (an offset reset);
 - OK: the partition is caught up now (records lag 0);
 - STOP: lag > 0 while the connector or its task is not RUNNING;
-- STALL: the task is RUNNING, lag > 0 in every sample, and N has not changed for the whole
-  window, which must span at least 3 offset-flush intervals (Connect writes N only every flush
-  interval, so a shorter window cannot tell a stall from a pending flush);
+- STALL: the connector and its tasks are RUNNING, lag > 0 throughout, and N has not changed
+  for `stall_after` (default 1m) while RUNNING, and never less than 3 offset-flush intervals:
+  Connect writes N only once per flush interval (and skips a flush while the previous one is
+  still outstanding), so a shorter time cannot tell a stall from a pending flush. With Connect's
+  default flush interval (60 s) a stall shows after 3 minutes; on a stack flushing every second,
+  after `stall_after`. "While RUNNING" counts from when the task was last seen to become RUNNING,
+  so a resumed connector is given the same time to make its first flush;
 - STOP: lag > 0 in every sample and no offsets record for longer than the window (a
   not-started partition that never starts, or a window shorter than 3 flush intervals);
 - WARN: N advances but lag grows through the window (never shrinks between samples, and ends
@@ -101,8 +105,14 @@ def evaluate(
     offset_written_ms: int | None,
     window_ms: int,
     flush_ms: int,
+    stall_after_ms: int | None = None,
+    running_for_ms: int | None = None,
 ) -> Status:
-    """The status of a partition whose current records lag is `lag` (see the module doc)."""
+    """The status of a partition whose current records lag is `lag` (see the module doc).
+
+    `stall_after_ms` defaults to the window; `running_for_ms` is how long the connector has been
+    RUNNING without a break (None: since before anyone looked, unbounded).
+    """
     if _rewound(samples):
         return Status.REWIND
     if lag <= 0:
@@ -111,7 +121,10 @@ def evaluate(
         return Status.STOP
     lagging_ms = _lagging_for(samples, now_ms)
     unchanged_ms = min(_unchanged_for(samples, now_ms, offset_written_ms), lagging_ms)
-    if unchanged_ms >= max(window_ms, 3 * flush_ms):
+    if running_for_ms is not None:
+        unchanged_ms = min(unchanged_ms, running_for_ms)
+    stall_ms = window_ms if stall_after_ms is None else stall_after_ms
+    if unchanged_ms >= max(stall_ms, 3 * flush_ms):
         return Status.STALL
     silent_ms = now_ms - offset_written_ms if offset_written_ms is not None else None
     if silent_ms is None and samples and all(s.n < 0 for s in samples):

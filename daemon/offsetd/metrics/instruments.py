@@ -7,9 +7,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    disable_created_metrics,
+)
 
 __all__ = ["REMEDIATION_OUTCOMES", "DaemonMetrics", "RemediationMetrics"]
+
+# The client library adds an `<name>_created` series (a start timestamp) to every counter and
+# histogram: series nobody asked for and no dashboard reads. It is a process-wide switch.
+disable_created_metrics()  # type: ignore[no-untyped-call]
 
 
 @dataclass(frozen=True)

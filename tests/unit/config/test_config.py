@@ -160,6 +160,7 @@ FULL_REDACTED: dict[str, Any] = {
         "interval": "10s",
         "window": "10m",
         "flush_interval": "1m",
+        "stall_after": "1m",
         "aggregate_per_topic": False,
         "seconds_lag_concurrency": 256,
         "seconds_lag_max_fetches": 2000,

@@ -68,11 +68,14 @@ def test_written_config_validates() -> None:
             "offset.storage.topic": "connect-offsets",
             "config.storage.topic": "connect-configs",
             "status.storage.topic": "connect-status",
+            "offset.flush.interval.ms": 1000,
         },
         mm2={},
     )
     settings = Settings.model_validate(info.offsetd_config())
     assert settings.connect_clusters["local"].kafka_cluster == "west"
+    # the lag statuses know how often this stack's Connect writes N (not Connect's default 1m)
+    assert settings.lag.flush_interval == 1000
 
 
 def test_failed_jar_download_is_one_sentence(

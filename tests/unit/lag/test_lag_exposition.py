@@ -16,13 +16,20 @@ from offsetd.lag.status import Status
 
 NOW = 1_000_000
 SOURCE = "east->west.MirrorSourceConnector"
+CHECKPOINT = "east->west.MirrorCheckpointConnector"
+CONNECTOR = {"connect_cluster": "local", "connector": SOURCE}
 
 
 def part(
-    topic: str, partition: int, lag: int, seconds: float | None, status: Status
+    topic: str,
+    partition: int,
+    lag: int,
+    seconds: float | None,
+    status: Status,
+    connector: str = SOURCE,
 ) -> PartitionLag:
     return PartitionLag(
-        "local", SOURCE, "east", "west", topic, partition, 100, 0,
+        "local", connector, "east", "west", topic, partition, 100, 0,
         None if lag == 100 else 99 - lag, NOW - 5_000, lag, seconds, status,
     )  # fmt: skip
 
@@ -52,8 +59,12 @@ def snapshot() -> Snapshot:
             HeartbeatAge("east", "heartbeats", None, None, 0.5),
         ),
         checkpoints=(
-            CheckpointLag("east", "west", "g", "orders", 0, 90, 88, 95, 30.0, 5),
-            CheckpointLag("east", "west", "idle", "orders", 1, 50, 50, 50, None, 0),
+            CheckpointLag(
+                "local", CHECKPOINT, "east", "west", "g", "orders", 0, 90, 88, 95, 30.0, 5
+            ),
+            CheckpointLag(
+                "local", CHECKPOINT, "east", "west", "idle", "orders", 1, 50, 50, 50, None, 0
+            ),
         ),
         refresh_seconds=0.25,
         slo_seconds=120.0,
@@ -76,13 +87,21 @@ def labels(**kv: str) -> frozenset[tuple[str, str]]:
 
 def test_per_partition_page() -> None:
     got = samples(render(snapshot(), errors_total={"connect": 2}))
-    p0 = {"source": "east", "target": "west", "topic": "orders", "partition": "0"}
+    p0 = {**CONNECTOR, "source": "east", "target": "west", "topic": "orders", "partition": "0"}
     assert got[("offsetd_mm2_lag_records", labels(**p0))] == 3
     assert got[("offsetd_mm2_lag_seconds", labels(**p0))] == 12.5
     assert got[("offsetd_mm2_offset_age_seconds", labels(**p0))] == 5.0
     assert got[("offsetd_mm2_last_replicated_offset", labels(**p0))] == 96
     assert got[("offsetd_mm2_partition_status", labels(**p0, status="STOP"))] == 1
-    weird = {"source": "east", "target": "west", "topic": 'we"ird\\topic', "partition": "0"}
+    for other in ("OK", "WARN", "STALL", "REWIND"):  # a state set: every status, 0 or 1
+        assert got[("offsetd_mm2_partition_status", labels(**p0, status=other))] == 0
+    weird = {
+        **CONNECTOR,
+        "source": "east",
+        "target": "west",
+        "topic": 'we"ird\\topic',
+        "partition": "0",
+    }
     assert got[("offsetd_mm2_lag_records", labels(**weird))] == 100
     # not started: no N, and lag seconds unknown are left out, not exported as 0
     assert ("offsetd_mm2_last_replicated_offset", labels(**weird)) not in got
@@ -100,7 +119,15 @@ def test_per_partition_page() -> None:
     assert got[("offsetd_mm2_heartbeat_age_seconds", flow)] == 2.0
     local = labels(cluster="east", topic="heartbeats")
     assert got[("offsetd_mm2_local_heartbeat_age_seconds", local)] == 0.5
-    group = {"source": "east", "target": "west", "group": "g", "topic": "orders", "partition": "0"}
+    group = {
+        "connect_cluster": "local",
+        "connector": CHECKPOINT,
+        "source": "east",
+        "target": "west",
+        "group": "g",
+        "topic": "orders",
+        "partition": "0",
+    }
     assert got[("offsetd_mm2_checkpoint_age_seconds", labels(**group))] == 30.0
     assert got[("offsetd_mm2_failover_reconsume_lower_bound_records", labels(**group))] == 5
     idle = {**group, "group": "idle", "partition": "1"}
@@ -111,10 +138,11 @@ def test_per_partition_page() -> None:
 
 def test_aggregated_per_topic() -> None:
     got = samples(render(snapshot(), aggregate_per_topic=True))
-    orders = {"source": "east", "target": "west", "topic": "orders"}
+    orders = {**CONNECTOR, "source": "east", "target": "west", "topic": "orders"}
     assert got[("offsetd_mm2_lag_records", labels(**orders))] == 3
     assert got[("offsetd_mm2_lag_seconds", labels(**orders))] == 12.5
     assert got[("offsetd_mm2_partition_status", labels(**orders, status="STOP"))] == 1
+    assert got[("offsetd_mm2_partition_status", labels(**orders, status="OK"))] == 0
     assert not any("partition" in dict(k[1]) for k in got if k[0] == "offsetd_mm2_lag_records")
     assert not any(k[0] == "offsetd_mm2_last_replicated_offset" for k in got)
 
@@ -125,3 +153,58 @@ def test_every_family_is_documented_and_named_by_convention() -> None:
         assert name.startswith("offsetd_")
         assert f"# HELP {name} " in page
         assert (meta.kind == "counter") == name.endswith("_total")
+
+
+def test_two_connectors_on_one_pair_never_collide() -> None:
+    """Blue/green: a second MirrorSourceConnector on east -> west replicates the same topic.
+
+    Without the connector's identity both would export the same label set with different
+    values (lag 1000 and 0), and Prometheus would keep one of them at random.
+    """
+    green = "east->west.green"
+    page = render(
+        Snapshot(
+            taken_ms=NOW,
+            partitions=(
+                part("orders", 0, 3, 12.5, Status.STOP),
+                part("orders", 0, 0, 0.0, Status.OK, connector=green),
+            ),
+        )
+    )
+    got = samples(page)
+    series = [line.split(" ")[0] for line in page.decode().splitlines() if line[0] != "#"]
+    assert len(series) == len(set(series)), "two samples share a label set"
+    p0 = {"source": "east", "target": "west", "topic": "orders", "partition": "0"}
+    blue_labels = labels(**p0, connect_cluster="local", connector=SOURCE)
+    green_labels = labels(**p0, connect_cluster="local", connector=green)
+    assert got[("offsetd_mm2_lag_records", blue_labels)] == 3
+    assert got[("offsetd_mm2_lag_records", green_labels)] == 0
+    for aggregated in (True, False):
+        again = render(
+            Snapshot(taken_ms=NOW, partitions=snapshot_two_flows(green)),
+            aggregate_per_topic=aggregated,
+        )
+        keys = [line.split(" ")[0] for line in again.decode().splitlines() if line[0] != "#"]
+        assert len(keys) == len(set(keys)), aggregated
+
+
+def snapshot_two_flows(green: str) -> tuple[PartitionLag, ...]:
+    return (
+        part("t", 0, 1, 1.0, Status.OK),
+        part("t", 1, 1, 1.0, Status.OK),
+        part("t", 0, 2, 1.0, Status.WARN, connector=green),
+    )
+
+
+def test_every_status_is_a_state_set() -> None:
+    """Partition and connector statuses use one convention: all five, the current one 1."""
+    got = samples(render(snapshot()))
+    for family in ("offsetd_mm2_partition_status", "offsetd_mm2_connector_status"):
+        per_series: dict[frozenset[tuple[str, str]], list[float]] = {}
+        for (name, lbls), value in got.items():
+            if name == family:
+                key = frozenset((k, v) for k, v in lbls if k != "status")
+                per_series.setdefault(key, []).append(value)
+        assert per_series
+        for values in per_series.values():
+            assert sorted(values) == [0, 0, 0, 0, 1]

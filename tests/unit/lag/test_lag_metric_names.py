@@ -6,9 +6,10 @@ import json
 import re
 from pathlib import Path
 
-from prometheus_client import CollectorRegistry
+from prometheus_client import CollectorRegistry, generate_latest
 from ruamel.yaml import YAML
 
+from offsetd.app.counters import LaterMetrics
 from offsetd.lag.exposition import METRICS
 from offsetd.metrics.instruments import DaemonMetrics, RemediationMetrics
 
@@ -64,3 +65,15 @@ def test_the_check_sees_the_names_it_should() -> None:
     assert "offsetd_mm2_lag_seconds" in found["mm2-replication.json"]
     assert "offsetd_remediation_outcome_total" not in exported()  # a typo would be caught
     assert {"offsetd_remediation_duration_seconds_bucket", "offsetd_events_total"} <= exported()
+
+
+def test_no_series_nobody_asked_for() -> None:
+    """The client library's `<name>_created` samples are switched off for every instrument."""
+    registry = CollectorRegistry()
+    daemon = DaemonMetrics.create(registry)
+    RemediationMetrics.create(registry)
+    LaterMetrics.create(registry)
+    daemon.events.labels(kind="status", topic="connect-status").inc()
+    page = generate_latest(registry).decode()
+    assert "offsetd_events_total" in page
+    assert "_created" not in page

@@ -144,3 +144,29 @@ def test_the_caught_up_sample_before_a_new_lag_is_never_compressed_away() -> Non
     samples = add_sample(samples, Sample(10, 12, 3_700_000), WINDOW)
     assert [s.lag > 0 for s in samples] == [False, True]
     assert status(samples, now_s=3700, written_s=102) is Status.OK
+
+
+def test_stall_after_shows_a_stuck_flow_long_before_the_window() -> None:
+    """`stall_after` (not the 10-minute window) bounds how long a stuck RUNNING task reads OK,
+    and it is never shorter than 3 flush intervals (a pending flush is not a stall)."""
+    points = [(9, 11 + t, t) for t in range(0, 31, 5)]  # lag since 0 s, N never moves
+    samples = window(*points)
+    common = {"lag": samples[-1].lag, "running": True, "offset_written_ms": 0}
+
+    def at(now_s: int, stall_s: int, running_for_s: int | None = None) -> Status:
+        return evaluate(
+            samples,
+            now_ms=now_s * 1000,
+            window_ms=600_000,
+            flush_ms=FLUSH,
+            stall_after_ms=stall_s * 1000,
+            running_for_ms=None if running_for_s is None else running_for_s * 1000,
+            **common,  # type: ignore[arg-type]
+        )
+
+    assert at(30, stall_s=20) is Status.STALL  # 30 s unchanged >= max(20 s, 3 x 10 s)
+    assert at(29, stall_s=20) is Status.OK  # 29 s < 3 flushes, though > stall_after
+    assert at(30, stall_s=45) is Status.OK
+    # resumed 10 s ago: given its own time to flush, whatever N's age
+    assert at(30, stall_s=20, running_for_s=10) is Status.OK
+    assert at(30, stall_s=20, running_for_s=30) is Status.STALL
