@@ -4,6 +4,11 @@
 the patch (or a reset), the after-image and the notes a reader needs (the MirrorSourceConnector
 off-by-one, the offset-syncs topic left alone, a sink reset's restart point). `Outcome` is what
 was done. The helpers compare what was written with what Connect reports back.
+
+A patch is what was asked for; what is *written* is only the part of it that changes something
+(`Plan.writes`, against the before-image, recomputed when the plan is rebased at rest): a
+partition already at its target is unchanged in the dry run, in the PATCH body and in the steps,
+and a plan with nothing to write never stops the connector.
 """
 
 from __future__ import annotations
@@ -25,7 +30,9 @@ __all__ = [
     "MM2_OFFSET_SYNCS_NOTE",
     "Outcome",
     "Plan",
+    "changing",
     "mismatch",
+    "nothing_to_change",
     "plan_notes",
     "rebased",
     "three_way_text",
@@ -60,12 +67,33 @@ class Plan:
     def diff(self) -> list[DiffLine]:
         return diff(self.before, self.after)
 
+    @property
+    def writes(self) -> tuple[OffsetEntry, ...] | None:
+        """The body of the PATCH: the patch's entries that change the before-image (None: a
+        reset, DELETE). Connect would accept the others too, but a body that names partitions
+        it does not move says more than it does, in the dry run and in Connect's own log."""
+        return None if self.patch is None else changing(self.before, self.patch)
+
+    @property
+    def left_out(self) -> tuple[OffsetEntry, ...]:
+        """Entries of the patch that are already at their target: not written."""
+        if self.patch is None:
+            return ()
+        written = {e.key for e in self.writes or ()}
+        return tuple(e for e in self.patch if e.key not in written)
+
     def steps(self) -> list[str]:
         if self.route:
             return list(self.route)
-        action = (
-            "DELETE all offsets" if self.patch is None else f"PATCH {len(self.patch)} partitions"
-        )
+        nothing = nothing_to_change(self)
+        if nothing is not None:
+            return [f"{nothing}: nothing is written, and {self.connector} stays {self.prior_state}"]
+        writes = self.writes
+        action = "DELETE all offsets" if writes is None else f"PATCH {_partitions(len(writes))}"
+        if self.left_out:
+            count = len(self.left_out)
+            where = "its target" if count == 1 else "their targets"
+            action += f" ({count} already at {where}: left out)"
         restore = {
             "RUNNING": "resume, and wait until the connector and all its tasks are RUNNING",
             "PAUSED": "pause it again (it was PAUSED)",
@@ -87,6 +115,9 @@ class Plan:
             "state": self.prior_state,
             "steps": self.steps(),
             "diff": [line.as_json() for line in self.diff],
+            # the body PATCH carries (null: DELETE), and the partitions already at their target
+            "patch": None if self.writes is None else [e.as_json() for e in self.writes],
+            "left_out": [e.partition for e in self.left_out],
             "notes": list(self.notes),
             **({"undo_of": self.undo_of} if self.undo_of else {}),
         }
@@ -94,6 +125,8 @@ class Plan:
 
 @dataclass(frozen=True)
 class Outcome:
+    """What was done; `snapshot_id` is empty when nothing was (`nothing_to_change`)."""
+
     plan: Plan
     snapshot_id: str
     after: tuple[OffsetEntry, ...]
@@ -104,11 +137,49 @@ class Outcome:
     def as_json(self) -> dict[str, Any]:
         return {
             **self.plan.as_json(),
-            "snapshot_id": self.snapshot_id,
+            "snapshot_id": self.snapshot_id or None,
             "final_state": self.final_state,
+            "offsets_after": [e.as_json() for e in self.after],  # as read back
             "connect_message": self.message,
             "warnings": list(self.warnings),
         }
+
+
+def changing(
+    before: tuple[OffsetEntry, ...], patch: tuple[OffsetEntry, ...]
+) -> tuple[OffsetEntry, ...]:
+    """The entries of `patch` that change `before`: a new offset, or the removal (null) of a
+    partition that has one. The offsets are compared in the connector's own convention, as
+    Connect stores and returns them (sink: the next offset; MirrorSourceConnector: the last
+    replicated one), so no off-by-one can make an unchanged partition look changed."""
+    current = as_map(before)
+    out = []
+    for entry in patch:
+        seen = current.get(entry.key)
+        if (seen.offset if seen is not None else None) != entry.offset:
+            out.append(entry)
+    return tuple(out)
+
+
+def nothing_to_change(plan: Plan) -> str | None:
+    """Why executing `plan` would write nothing (None: it writes something)."""
+    if plan.patch is None:
+        return None if plan.before else "nothing to change: the connector has no offsets"
+    if not plan.patch:
+        return "nothing to change: the patch is empty"
+    if plan.writes:
+        return None
+    return f"nothing to change: {_already(len(plan.patch))}"
+
+
+def _partitions(count: int) -> str:
+    return f"{count} partition" + ("" if count == 1 else "s")
+
+
+def _already(count: int) -> str:
+    if count == 1:
+        return "its 1 partition is already at its target"
+    return f"all {count} partitions are already at their targets"
 
 
 def rebased(plan: Plan, before: tuple[OffsetEntry, ...]) -> Plan:

@@ -34,6 +34,7 @@ from offsetd.offsets.change import (
     Outcome,
     Plan,
     mismatch,
+    nothing_to_change,
     plan_notes,
     rebased,
     three_way_text,
@@ -182,9 +183,12 @@ class OffsetsService:
     # -- execution ------------------------------------------------------------------------------
 
     async def execute(self, plan: Plan) -> Outcome:
-        if plan.patch == () or (plan.patch is None and not plan.before):
-            # Nothing to write (e.g. an exported connector that had no offsets): never stop it.
-            return Outcome(plan, "", plan.before, plan.prior_state, "nothing to change")
+        nothing = nothing_to_change(plan)
+        if nothing is not None:
+            # Nothing to write (every partition already at its target, or a connector with no
+            # offsets to reset): never stop it, and no snapshot of a change that is not one.
+            self.log(f"{plan.connector}: {nothing}")
+            return Outcome(plan, "", plan.before, plan.prior_state, nothing)
         await self._recheck(plan)
         snapshot = await self.snapshot(plan)
         try:
@@ -262,11 +266,18 @@ class OffsetsService:
         return plan, snapshot
 
     async def write(self, plan: Plan, snapshot: Snapshot) -> str:
-        """PATCH (or DELETE); a refused write is read back before anyone is told "unchanged"."""
+        """PATCH (or DELETE); a refused write is read back before anyone is told "unchanged".
+
+        The PATCH carries only the partitions that move (`Plan.writes`, against the offsets at
+        rest); when none does any more (the connector stopped right at the targets), nothing is
+        sent: Connect refuses an empty PATCH, and there is nothing to tell it."""
+        writes = plan.writes
+        if writes is not None and not writes:
+            return f"not written: {_already_there(plan)}"
         try:
-            if plan.patch is None:
+            if writes is None:
                 return await self.client.delete_offsets(plan.connector)
-            return await self.client.patch_offsets(plan.connector, list(plan.patch))
+            return await self.client.patch_offsets(plan.connector, list(writes))
         except OffsetdError as exc:
             raise await self._after_failed_write(plan, snapshot, exc) from None
 
@@ -368,7 +379,8 @@ class OffsetsService:
         cannot show progress, so only partitions present before the change are waited for.
         """
         plan = outcome.plan
-        expected = {e.key: e for e in (plan.before if plan.patch is None else plan.patch)}
+        touched = plan.before if plan.patch is None else (plan.writes or ())
+        expected = {e.key: e for e in touched}
         pending = set(expected)
 
         async def progressed() -> bool:
@@ -480,6 +492,12 @@ class OffsetsService:
             if time.monotonic() >= deadline:
                 raise on_timeout(status)
             await asyncio.sleep(self.timeouts.poll_s)
+
+
+def _already_there(plan: Plan) -> str:
+    count = len(plan.patch or ())
+    what = "the partition is" if count == 1 else f"all {count} partitions are"
+    return f"{what} already at the target once {plan.connector} stopped"
 
 
 class _Aborted(Exception):

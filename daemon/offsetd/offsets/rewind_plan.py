@@ -7,6 +7,10 @@ Offsets are "next offset to read" throughout; `offset_for_next` from the offsets
 them into the connector's own convention at the very end (sink `kafka_offset` = N,
 MirrorSourceConnector `offset` = N-1, or null for N = 0).
 
+A partition whose target is where the connector already is counts as unchanged, in the summary
+and in the document: a target equal to the committed next offset, or (MirrorSourceConnector) a
+target of 0 for a partition with no offset, which both mean "start at the log start".
+
 A plan is two files: `plan.json`, an ordinary offsets document (`{"<connector>": [...]}`) that
 `offsetd offsets import` reads unchanged, and `plan.summary.json` beside it, which says how the
 document was computed and carries the document's hash so the two cannot drift apart.
@@ -18,7 +22,7 @@ import enum
 import hashlib
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -41,6 +45,7 @@ __all__ = [
     "decide",
     "document_hash",
     "load_plan",
+    "nothing_to_rewind",
     "render_summary",
     "summary_path",
     "write_plan",
@@ -120,9 +125,13 @@ def decide(
     for rng in ranges:
         scan = scans.get((rng.topic, rng.partition), PartitionScan(rng.topic, rng.partition))
         try:
-            decisions.append(_decide_one(mode, rng, scan))
+            decision = _decide_one(mode, rng, scan)
         except _Refused as exc:
             refusals.append(f"{rng.topic}-{rng.partition}: {exc}")
+            continue
+        if decision.next_offset is not None and decision.next_offset == rng.committed:
+            decision = _unchanged(decision, f"the connector is already at {rng.committed}")
+        decisions.append(decision)
     if refusals:
         raise SkipRunRefused(
             "skip-run applies only when the matches on a partition form one contiguous run "
@@ -134,6 +143,11 @@ def decide(
 
 class _Refused(Exception):
     pass
+
+
+def _unchanged(decision: Decision, why: str) -> Decision:
+    """The decision, kept as a reason, for a partition that would not move."""
+    return replace(decision, next_offset=None, reason=f"{decision.reason}; {why}: unchanged")
 
 
 def _decide_one(mode: Mode, rng: PartitionRange, scan: PartitionScan) -> Decision:
@@ -217,6 +231,7 @@ def build_plan(
     request: Request, decisions: Sequence[Decision], elapsed_s: float | None = None
 ) -> RewindPlan:
     """The offsets document (changed partitions only: PATCH keeps the others) and its summary."""
+    decisions = [_settled(request.kind, d) for d in decisions]
     entries = [
         OffsetEntry(
             partition_map_for(
@@ -230,6 +245,19 @@ def build_plan(
     plan = RewindPlan(request.connector, entries)
     summary = _summary(request, decisions, elapsed_s, document_hash(plan.document))
     return RewindPlan(request.connector, entries, summary)
+
+
+def _settled(kind: ConnectorKind, d: Decision) -> Decision:
+    """Unchanged when the target, in the connector's own convention, is what it stores now.
+
+    `decide` already compares next offsets; what it cannot know is the kind: a
+    MirrorSourceConnector with no offset for a partition and a target of 0 both store nothing
+    (null), and PATCHing null there would remove a partition that is not there."""
+    if d.next_offset is None or d.range.committed is not None:
+        return d
+    if offset_for_next(kind, d.next_offset) is None:
+        return _unchanged(d, "the connector has no offset there and starts at the log start")
+    return d
 
 
 def document_hash(document: Mapping[str, Any]) -> str:
@@ -293,6 +321,24 @@ def _partition_json(d: Decision) -> dict[str, Any]:
     }
 
 
+def nothing_to_rewind(plan: RewindPlan, text: str, partitions: int) -> str:
+    """Why a plan without entries is not written: nothing matched, or every partition is
+    already where the mode would put it (each named with its reason, as in the summary)."""
+    totals = plan.summary["totals"]
+    where = f"{totals['scanned']:,} records of {partitions} partitions of {plan.connector}"
+    if not totals["matched"]:
+        return f"no record matched {text!r} in {where}: nothing to rewind, no plan written"
+    reasons = [
+        f"{p['topic']}-{p['partition']}: {p['reason']}"
+        for p in plan.summary["partitions"]
+        if p["matched"]
+    ]
+    return (
+        f"{totals['matched']:,} records matched {text!r} in {where}, but no partition would "
+        "change: nothing to rewind, no plan written\n  " + "\n  ".join(reasons)
+    )
+
+
 # -- files --------------------------------------------------------------------------------------
 
 
@@ -341,7 +387,7 @@ def render_summary(summary: Mapping[str, Any]) -> str:
     totals = summary["totals"]
     head = [
         f"rewind plan for {summary['connector']} ({summary['mode']}): "
-        f"{totals['changed']} partitions change, {totals['unchanged']} unchanged",
+        + _change_count(totals["changed"], totals["unchanged"]),
         f"predicate: {summary['predicate']}",
         f"scanned {totals['scanned']:,} records, {totals['matched']:,} matched"
         + (f", {totals['records_per_s']:,} records/s" if totals.get("records_per_s") else ""),
@@ -349,6 +395,12 @@ def render_summary(summary: Mapping[str, Any]) -> str:
     ]
     rows = [_row(p) for p in summary["partitions"]]
     return "\n".join([*head, "", *_align(rows)])
+
+
+def _change_count(changed: int, unchanged: int) -> str:
+    if changed == 1:
+        return f"1 partition changes, {unchanged} unchanged"
+    return f"{changed} partitions change, {unchanged} unchanged"
 
 
 def _row(p: Mapping[str, Any]) -> list[str]:

@@ -21,7 +21,15 @@ from pyspark.errors import PySparkException
 from pyspark.sql import DataFrame, SparkSession
 
 from offsetd.config import SparkSettings
-from offsetd.offsets.rewind_plan import Mode, PartitionScan, Request, RewindPlan, build_plan, decide
+from offsetd.offsets.rewind_plan import (
+    Mode,
+    PartitionScan,
+    Request,
+    RewindPlan,
+    build_plan,
+    decide,
+    nothing_to_rewind,
+)
 from offsetd.spark import predicate, scan
 from offsetd.spark.errors import NothingToRewind, SparkJobFailed
 from offsetd.spark.progress import ScanProgress
@@ -74,11 +82,7 @@ def compute_plan(
         elapsed,
     )
     if not plan.entries:
-        raise NothingToRewind(
-            f"no record matched {request.predicate!r} in {plan.summary['totals']['scanned']:,} "
-            f"records of {len(resolved.ranges)} partitions of {resolved.connector}: nothing to "
-            "rewind, no plan written"
-        )
+        raise NothingToRewind(nothing_to_rewind(plan, request.predicate, len(resolved.ranges)))
     return plan
 
 

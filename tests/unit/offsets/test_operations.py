@@ -87,6 +87,7 @@ class FakeConnector:
     ignore_patch: bool = False  # answer 200 but change nothing (read-back mismatch)
     apply_then_error: bool = False  # apply the PATCH, then answer with patch_error anyway
     on_stop_commit: list[OffsetEntry] = field(default_factory=list)  # last commit while stopping
+    patch_bodies: list[dict[str, Any]] = field(default_factory=list)  # every PATCH body received
     _lingering: int = 0
     _lagging: int = 0
     _awaiting_tasks: bool = False
@@ -179,6 +180,7 @@ class FakeConnector:
         return None
 
     def patch(self, body: dict[str, Any]) -> httpx.Response:
+        self.patch_bodies.append(body)
         refused = self.not_stopped()
         if refused is not None:
             return refused
@@ -616,6 +618,98 @@ def test_empty_patch_does_not_touch_the_connector(tmp_path: Path) -> None:
     with contextlib.suppress(OffsetdError):  # refusing before any change would be fine too
         env.alter("empty", [])
     assert env.fake.changes() == []
+
+
+# -- partitions already at their target -----------------------------------------------------------
+
+
+def _body(*entries: OffsetEntry) -> dict[str, Any]:
+    return {"offsets": [e.as_json() for e in entries]}
+
+
+def test_the_patch_carries_only_the_partitions_that_move(tmp_path: Path) -> None:
+    connector = sink_connector()  # 0 at 10, 1 at 20
+    env = make_env(tmp_path, connector)
+    # 0: already there; 1: moves; 2: a removal of a partition that has no offset
+    patch = [sink_entry(0, 10), sink_entry(1, 5), sink_entry(2, None)]
+
+    async def go() -> Plan:
+        return await env.service.plan_alter("my-sink", patch)
+
+    plan = env.run(go())
+    assert plan.writes == (sink_entry(1, 5),)
+    assert plan.left_out == (sink_entry(0, 10), sink_entry(2, None))
+    assert "PATCH 1 partition (2 already at their targets: left out)" in plan.steps()
+    shown = plan.as_json()
+    assert shown["patch"] == [sink_entry(1, 5).as_json()]
+    assert shown["left_out"] == [sink_partition("orders", 0), sink_partition("orders", 2)]
+    assert [d["change"] for d in shown["diff"]] == ["unchanged", "changed"]
+
+    outcome = env.alter("my-sink", patch)
+    assert connector.patch_bodies == [_body(sink_entry(1, 5))]
+    assert connector.image() == image(sink_entry(0, 10), sink_entry(1, 5))
+    assert outcome.final_state == "RUNNING"
+    assert env.store.get(outcome.snapshot_id).status == "applied"
+
+
+def test_mirror_source_offsets_compare_as_stored(tmp_path: Path) -> None:
+    """MM2 stores the last replicated offset: the document's {"offset": 41} for a partition at
+    41 is no change (no +1 anywhere), and a null for a partition it has no offset for is none."""
+    name = "east->west.MirrorSourceConnector"
+    connector = FakeConnector(name, MIRROR_SOURCE_CLASS, "source")
+    connector.set_offsets([mm2_entry(0, 41), mm2_entry(1, 7)])
+    env = make_env(tmp_path, connector)
+    env.alter(name, [mm2_entry(0, 41), mm2_entry(1, 3), mm2_entry(2, None)])
+    assert connector.patch_bodies == [_body(mm2_entry(1, 3))]
+
+
+def test_everything_already_at_its_target_touches_nothing(tmp_path: Path) -> None:
+    connector = sink_connector()
+    env = make_env(tmp_path, connector)
+    outcome = env.alter("my-sink", [sink_entry(0, 10), sink_entry(1, 20)])
+    assert env.fake.changes() == []  # no stop, no PATCH, no resume
+    assert connector.patch_bodies == []
+    assert env.store.list_info() == []  # no snapshot of a change that is not one
+    assert outcome.snapshot_id == ""
+    assert outcome.message == "nothing to change: all 2 partitions are already at their targets"
+    assert outcome.final_state == "RUNNING"
+    assert image(*outcome.after) == connector.image()
+    steps = outcome.plan.steps()
+    assert steps == [
+        "nothing to change: all 2 partitions are already at their targets: nothing is "
+        "written, and my-sink stays RUNNING"
+    ]
+    assert outcome.as_json()["patch"] == []
+    assert outcome.as_json()["snapshot_id"] is None
+
+
+def test_a_partition_that_moves_while_stopping_is_written_after_all(tmp_path: Path) -> None:
+    # Partition 0 is at its target when the plan is made, but the running sink commits 12 as it
+    # stops: the document says 10, so 10 is written.
+    connector = sink_connector(on_stop_commit=[sink_entry(0, 12)])
+    env = make_env(tmp_path, connector)
+    outcome = env.alter("my-sink", [sink_entry(0, 10), sink_entry(1, 5)])
+    assert outcome.plan.left_out == ()
+    assert connector.patch_bodies == [_body(sink_entry(0, 10), sink_entry(1, 5))]
+    assert connector.image() == image(sink_entry(0, 10), sink_entry(1, 5))
+
+
+def test_a_connector_that_stops_at_the_targets_gets_no_patch(tmp_path: Path) -> None:
+    # The last commit before the stop lands exactly on the target: Connect refuses an empty
+    # PATCH, and there is nothing to write; the connector is read back and resumed.
+    connector = sink_connector(on_stop_commit=[sink_entry(1, 25)])
+    env = make_env(tmp_path, connector)
+    outcome = env.alter("my-sink", [sink_entry(1, 25)])
+    assert connector.patch_bodies == []
+    assert env.fake.changes() == [
+        ("PUT", "/connectors/my-sink/stop"),
+        ("PUT", "/connectors/my-sink/resume"),
+    ]
+    assert outcome.message == (
+        "not written: the partition is already at the target once my-sink stopped"
+    )
+    assert outcome.final_state == "RUNNING"
+    assert env.store.get(outcome.snapshot_id).status == "applied"
 
 
 def test_read_back_mismatch_leaves_connector_stopped(tmp_path: Path) -> None:

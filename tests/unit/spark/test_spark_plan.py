@@ -18,6 +18,7 @@ from offsetd.offsets.rewind_plan import (
     build_plan,
     decide,
     load_plan,
+    nothing_to_rewind,
     render_summary,
     summary_path,
     write_plan,
@@ -144,16 +145,104 @@ def test_sink_document_holds_next_offsets_of_changed_partitions_only() -> None:
 
 
 def test_mirror_source_document_uses_last_replicated_and_null_for_the_start() -> None:
-    ranges = [PartitionRange("t", 0, 0, 20), PartitionRange("t", 1, 0, 5)]
-    scans = {("t", 0): scan_of(0, list(range(20)), {7}), ("t", 1): scan_of(1, list(range(5)), {0})}
+    # committed is the next offset (MM2's stored offset + 1), as `resolve` computes it
+    ranges = [
+        PartitionRange("t", 0, 0, 20),
+        PartitionRange("t", 1, 0, 5, committed=4),
+        PartitionRange("t", 2, 0, 5),
+    ]
+    scans = {
+        ("t", 0): scan_of(0, list(range(20)), {7}),
+        ("t", 1): scan_of(1, list(range(5)), {0}),
+        ("t", 2): scan_of(2, list(range(5)), {0}),
+    }
     plan = build_plan(
         _request(ConnectorKind.MIRROR_SOURCE), decide(Mode.FIRST_MATCH, ranges, scans)
     )
     partition = {"cluster": "east", "partition": 0, "topic": "t"}
     assert plan.document["c"][0] == {"partition": partition, "offset": {"offset": 6}}
     # "read offset 0 next" has no last-replicated offset: null, and MM2 starts at the log start.
+    assert plan.document["c"][1]["partition"]["partition"] == 1
     assert plan.document["c"][1]["offset"] is None
+    # Partition 2 has no offset at all: it starts at the log start already, and a null for it
+    # would remove nothing. It is unchanged, and not in the document.
+    assert len(plan.document["c"]) == 2
+    row = plan.summary["partitions"][2]
+    assert (row["status"], row["next_offset"]) == ("unchanged", None)
+    assert "no offset there and starts at the log start: unchanged" in row["reason"]
+    assert (plan.summary["totals"]["changed"], plan.summary["totals"]["unchanged"]) == (2, 1)
     documents.validate_entries("c", ConnectorKind.MIRROR_SOURCE, plan.document["c"])
+
+
+def test_a_target_at_the_committed_offset_is_unchanged() -> None:
+    """after-last-match just past the last match, which is where the sink already is."""
+    ranges = [PartitionRange("t", 0, 0, 20, committed=18), PartitionRange("t", 1, 0, 20, 20)]
+    scans = {
+        ("t", 0): scan_of(0, list(range(20)), {15, 16, 17}),
+        ("t", 1): scan_of(1, list(range(20)), {3, 4}),
+    }
+    decisions = decide(Mode.AFTER_LAST_MATCH, ranges, scans)
+    assert [d.next_offset for d in decisions] == [None, 5]
+    assert not decisions[0].changed
+    assert decisions[0].reason == ("last match at 17; the connector is already at 18: unchanged")
+    plan = build_plan(_request(ConnectorKind.SINK, Mode.AFTER_LAST_MATCH), decisions)
+    assert plan.document == {
+        "c": [
+            {
+                "partition": {"kafka_topic": "t", "kafka_partition": 1},
+                "offset": {"kafka_offset": 5},
+            }
+        ]
+    }
+    totals = plan.summary["totals"]
+    assert (totals["changed"], totals["unchanged"]) == (1, 1)
+    assert [p["status"] for p in plan.summary["partitions"]] == ["unchanged", "changed"]
+    assert "1 partition changes, 1 unchanged" in render_summary(plan.summary)
+
+
+def test_mirror_source_target_at_its_stored_offset_plus_one_is_unchanged() -> None:
+    """MM2 stores the last replicated offset 17 (committed next = 18): a target of 18 is no
+    change, a target of 17 is (stored 16)."""
+    ranges = [PartitionRange("t", 0, 0, 20, committed=18), PartitionRange("t", 1, 0, 20, 18)]
+    scans = {
+        ("t", 0): scan_of(0, list(range(20)), {17}),
+        ("t", 1): scan_of(1, list(range(20)), {16}),
+    }
+    plan = build_plan(
+        _request(ConnectorKind.MIRROR_SOURCE, Mode.AFTER_LAST_MATCH),
+        decide(Mode.AFTER_LAST_MATCH, ranges, scans),
+    )
+    assert plan.document == {
+        "c": [
+            {
+                "partition": {"cluster": "east", "partition": 1, "topic": "t"},
+                "offset": {"offset": 16},
+            }
+        ]
+    }
+    assert [p["status"] for p in plan.summary["partitions"]] == ["unchanged", "changed"]
+
+
+def test_nothing_to_rewind_says_whether_anything_matched() -> None:
+    none_matched = build_plan(
+        _request(ConnectorKind.SINK), decide(Mode.FIRST_MATCH, RANGES[1:], SCANS)
+    )
+    text = nothing_to_rewind(none_matched, "value.x > 1", 1)
+    assert text == (
+        "no record matched 'value.x > 1' in 5 records of 1 partitions of c: nothing to rewind, "
+        "no plan written"
+    )
+    at_targets = build_plan(
+        _request(ConnectorKind.SINK, Mode.AFTER_LAST_MATCH),
+        decide(Mode.AFTER_LAST_MATCH, [PartitionRange("t", 0, 10, 20, 18)], SCANS),
+    )
+    assert at_targets.entries == []
+    text = nothing_to_rewind(at_targets, "value.x > 1", 1)
+    assert text.startswith(
+        "3 records matched 'value.x > 1' in 10 records of 1 partitions of c, but no partition "
+        "would change: nothing to rewind, no plan written"
+    )
+    assert "t-0: last match at 17; the connector is already at 18: unchanged" in text
 
 
 def test_plan_files_round_trip_and_are_import_documents(tmp_path: Path) -> None:
@@ -190,7 +279,7 @@ def test_load_plan_needs_its_summary(tmp_path: Path) -> None:
 def test_render_summary_lists_every_partition() -> None:
     plan = build_plan(_request(ConnectorKind.SINK), decide(Mode.FIRST_MATCH, RANGES, SCANS))
     text = render_summary(plan.summary)
-    assert "1 partitions change, 1 unchanged" in text
+    assert "1 partition changes, 1 unchanged" in text
     assert "t-0" in text
     assert "t-1" in text
     assert "first match at 12" in text

@@ -49,7 +49,12 @@ def _rest_report(results: list[Plan | Outcome], output: str, dry_run: bool) -> N
         click.echo(
             table(["partition", "before", "after", "change"], rows) if rows else "  (no change)"
         )
-        if isinstance(result, Outcome):
+        if isinstance(result, Outcome) and not result.snapshot_id:
+            click.echo(
+                f"{result.message}: nothing was written and no snapshot taken; "
+                f"{plan.connector} was not touched ({result.final_state})"
+            )
+        elif isinstance(result, Outcome):
             click.echo(
                 f"done: snapshot {result.snapshot_id}; {plan.connector} is {result.final_state}"
             )

@@ -38,7 +38,7 @@ from offsetd.errors import (
 )
 from offsetd.kube.api import KubeApi, open_kube
 from offsetd.offsets.backend import BackendRequest, Refusal
-from offsetd.offsets.change import Plan
+from offsetd.offsets.change import Plan, nothing_to_change
 from offsetd.offsets.documents import configmap_name
 from offsetd.offsets.model import OffsetEntry
 from offsetd.offsets.operations import OffsetsService
@@ -179,6 +179,9 @@ class StrimziBackend(OffsetsService):
         self, found: ConnectorResource, plan: Plan
     ) -> tuple[tuple[str, ...], tuple[str, ...]]:
         """What `--dry-run` shows: the resource changes in order, and the ConfigMap written."""
+        nothing = nothing_to_change(plan)
+        if nothing is not None:
+            return (f"{nothing}: {found.label} is not touched",), ()
         ns = self.api.namespace
         where = f"{found.kind} {ns}/{found.name} at {found.pointer} (field manager offsetd)"
         moving = plan.prior_state != "STOPPED"
@@ -190,9 +193,9 @@ class StrimziBackend(OffsetsService):
                 "STOPPED with no tasks"
             )
         configmap: tuple[str, ...] = ()
-        if plan.patch is not None:
+        if plan.writes is not None:
             name = self.alter_configmap(found)
-            body = json.dumps({"offsets": [e.as_json() for e in plan.patch]}, indent=2)
+            body = json.dumps({"offsets": [e.as_json() for e in plan.writes]}, indent=2)
             steps.append(
                 f"write ConfigMap {ns}/{name} (key {found.configmap_key()}); "
                 f"spec.alterOffsets.fromConfigMap.name: {name}"
@@ -252,10 +255,11 @@ class StrimziBackend(OffsetsService):
 
     async def write(self, plan: Plan, snapshot: Snapshot) -> str:
         found = await self.resource(plan.connector)
-        if found is None:
+        writes = plan.writes
+        if found is None or (writes is not None and not writes):
             return await super().write(plan, snapshot)
         try:
-            return await self._write_through(found, plan)
+            return await self._write_through(found, _Patch(writes))
         except OffsetdError as exc:  # a refused or timed-out write is read back before "unchanged"
             raise await self._after_failed_write(plan, snapshot, exc) from None
 

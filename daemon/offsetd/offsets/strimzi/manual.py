@@ -13,7 +13,7 @@ import json
 
 from offsetd.errors import StrimziManaged
 from offsetd.offsets.backend import BackendRequest, Refusal
-from offsetd.offsets.change import Outcome, Plan
+from offsetd.offsets.change import Outcome, Plan, nothing_to_change
 from offsetd.offsets.documents import configmap_key, configmap_name
 from offsetd.offsets.operations import OffsetsService
 
@@ -29,6 +29,8 @@ class StrimziRefusingBackend(OffsetsService):
         return strimzi_refusal(self.connect_cluster)
 
     async def execute(self, plan: Plan) -> Outcome:
+        if nothing_to_change(plan) is not None:
+            return await super().execute(plan)  # says so, and touches nothing
         raise StrimziManaged(refusal(plan))
 
 
@@ -55,8 +57,8 @@ def refusal(plan: Plan) -> str:
         "connector stopped through REST at its next reconcile, so offsetd does not change its "
         "offsets through REST. Do it through the custom resource instead:",
     ]
-    if plan.patch is not None:
-        body = json.dumps({"offsets": [e.as_json() for e in plan.patch]}, indent=2)
+    if plan.writes is not None:
+        body = json.dumps({"offsets": [e.as_json() for e in plan.writes]}, indent=2)
         indented = "\n".join("      " + line for line in body.splitlines())
         lines += [
             "1. create this ConfigMap:",
