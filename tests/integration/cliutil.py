@@ -18,7 +18,7 @@ def offsetd(config: Path, *args: str, input: str | None = None) -> Result:
     depth = 0
     command: click.Command = main
     while isinstance(command, click.Group) and depth < len(args):
-        found = command.commands.get(args[depth])
+        found = command.get_command(click.Context(command), args[depth])
         if found is None:
             break
         command, depth = found, depth + 1

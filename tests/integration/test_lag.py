@@ -12,10 +12,7 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
-import signal
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from functools import partial
@@ -26,8 +23,6 @@ import httpx
 import pytest
 from confluent_kafka import Consumer, IsolationLevel, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
-from prometheus_client.parser import text_string_to_metric_families
-from ruamel.yaml import YAML
 
 from offsetd.devstack import mm2
 from offsetd.devstack.stack import StackInfo
@@ -43,66 +38,42 @@ from tests.integration.kafkautil import (
     unique,
     wait_for,
 )
+from tests.integration.lagutil import (
+    OFFSETD,
+    Page,
+    fetch_page,
+    firing,
+    lag_config_file,
+    lag_serve,
+    parse_page,
+    prometheus_scraping,
+    shortened_rules,
+    stop_process,
+)
 
 pytestmark = pytest.mark.integration
 
 REPO = Path(__file__).resolve().parents[2]
 RULES = REPO / "deploy" / "prometheus" / "offsetd-rules.yml"
 DASHBOARDS = REPO / "grafana" / "dashboards"
-OFFSETD = Path(sys.executable).with_name("offsetd")
 K = 25
 LAG_SETTINGS = {"interval": "1s", "window": "20s", "flush_interval": "1s", "slo_seconds": 3600}
 
 
-def shortened_rules(path: Path, target: Path) -> None:
-    """The shipped rules with every `for:` cut to 2 s (the only change)."""
-    yaml = YAML()
-    doc = yaml.load(path)
-    for group in doc["groups"]:
-        for rule in group["rules"]:
-            if "for" in rule:
-                rule["for"] = "2s"
-    with target.open("w") as out:
-        yaml.dump(doc, out)
-
-
-def stop_process(proc: subprocess.Popen[bytes]) -> None:
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
-
-
 @pytest.fixture(scope="module")
 def lag_config(offsetd_yaml: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("lag") / "offsetd.yaml"
-    text = offsetd_yaml.read_text()
-    lag = "".join(f"  {key}: {value}\n" for key, value in LAG_SETTINGS.items())
-    path.write_text(text + "lag:\n" + lag)
-    return path
+    return lag_config_file(
+        offsetd_yaml, tmp_path_factory.mktemp("lag") / "offsetd.yaml", LAG_SETTINGS
+    )
 
 
 @pytest.fixture(scope="module")
 def lag_server(lag_config: Path) -> Iterator[str]:
     """`offsetd lag serve` as its own process; yields its /metrics URL."""
-    port = free_port()
     state = lag_config.with_name("windows.json")
-    proc = subprocess.Popen(
-        [str(OFFSETD), "lag", "serve", "--config", str(lag_config), "--port", str(port),
-         "--state-file", str(state)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )  # fmt: skip
-    url = f"http://127.0.0.1:{port}/metrics"
-    try:
-        wait_for("the first lag page", lambda: _page(url), timeout_s=60)
+    with lag_serve(lag_config, state) as url:
         yield url
-    finally:
-        stop_process(proc)
-        assert state.exists(), "the status windows were not persisted on stop"
+    assert state.exists(), "the status windows were not persisted on stop"
 
 
 class Daemon:
@@ -211,59 +182,10 @@ def prometheus(
     lag_server: str, daemon: Daemon, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[str]:
     """A real Prometheus scraping the lag server and the daemon every second, with the rules."""
-    binary = shutil.which("prometheus")
-    assert binary, "prometheus is not installed: run scripts/bootstrap (Debian package prometheus)"
     home = tmp_path_factory.mktemp("prometheus")
     shortened_rules(RULES, home / "rules.yml")
-    targets = [u.removeprefix("http://").removesuffix("/metrics") for u in (lag_server, daemon.url)]
-    config = {
-        "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
-        "rule_files": [str(home / "rules.yml")],
-        "scrape_configs": [{"job_name": "offsetd", "static_configs": [{"targets": targets}]}],
-    }
-    (home / "prometheus.yml").write_text(json.dumps(config))
-    port = free_port()
-    proc = subprocess.Popen(
-        [binary, f"--config.file={home / 'prometheus.yml'}", f"--storage.tsdb.path={home / 'data'}",
-         f"--web.listen-address=127.0.0.1:{port}"],
-        stdout=subprocess.DEVNULL,
-        stderr=(home / "prometheus.log").open("wb"),
-    )  # fmt: skip
-    url = f"http://127.0.0.1:{port}"
-    try:
-        wait_for("Prometheus ready", lambda: _ready(url), timeout_s=60)
+    with prometheus_scraping(home, [lag_server, daemon.url], home / "rules.yml") as url:
         yield url
-    finally:
-        stop_process(proc)
-
-
-def _ready(url: str) -> bool:
-    try:
-        return httpx.get(f"{url}/-/ready", timeout=2).status_code == 200
-    except httpx.HTTPError:
-        return False
-
-
-Page = dict[tuple[str, frozenset[tuple[str, str]]], float]
-
-
-def _page(url: str) -> Page | None:
-    try:
-        response = httpx.get(url, timeout=5)
-    except httpx.HTTPError:
-        return None
-    if response.status_code != 200 or not response.text:
-        return None
-    return _parse(response.text)
-
-
-def _parse(text: str) -> Page:
-    """Every sample of a page; the parser fails on a malformed page (e.g. a family twice)."""
-    return {
-        (s.name, frozenset(s.labels.items())): s.value
-        for family in text_string_to_metric_families(text)
-        for s in family.samples
-    }
 
 
 def _partition(topic: str) -> frozenset[tuple[str, str]]:
@@ -280,27 +202,17 @@ def _partition(topic: str) -> frozenset[tuple[str, str]]:
 
 
 def _value(url: str, name: str, labels: frozenset[tuple[str, str]]) -> float | None:
-    page = _page(url)
+    page = fetch_page(url)
     return None if page is None else page.get((name, labels))
 
 
 def _status(url: str, topic: str) -> str | None:
-    page = _page(url) or {}
+    page = fetch_page(url) or {}
     for (name, labels), value in page.items():
         found = dict(labels)
         if name == "offsetd_mm2_partition_status" and value == 1 and found.get("topic") == topic:
             return found["status"]
     return None
-
-
-def _firing(prom: str, alert: str, connector: str) -> bool:
-    alerts = httpx.get(f"{prom}/api/v1/alerts", timeout=5).json()["data"]["alerts"]
-    return any(
-        a["labels"].get("alertname") == alert
-        and a["labels"].get("connector") == connector
-        and a["state"] == "firing"
-        for a in alerts
-    )
 
 
 def _stopped(connect: ConnectClient) -> bool:
@@ -345,7 +257,7 @@ def test_stopped_replication_shows_exact_lag_stop_status_and_fires_the_alert(
         assert _value(lag_server, "offsetd_mm2_lag_records", labels) == K  # N did not move
         wait_for(
             "MM2ReplicationStopped firing in Prometheus",
-            lambda: _firing(prometheus, "MM2ReplicationStopped", mm2.SOURCE_CONNECTOR),
+            lambda: firing(prometheus, "MM2ReplicationStopped", mm2.SOURCE_CONNECTOR),
             timeout_s=45,
         )
     finally:
@@ -464,7 +376,7 @@ def test_offsetd_run_serves_mm2_lag_on_its_metrics(daemon: Daemon) -> None:
     """The daemon's own /metrics page carries the lag series, refreshed in the background."""
 
     def lag_page() -> Page | None:
-        page = _parse(daemon.text())
+        page = parse_page(daemon.text())
         return page if _collects(page) else None
 
     page = wait_for("MM2 lag on the daemon's page", lag_page)
@@ -491,7 +403,7 @@ def test_offsetd_run_serves_mm2_lag_on_its_metrics(daemon: Daemon) -> None:
     first = page[stamp]
 
     def later() -> float | None:
-        value = _parse(daemon.text()).get(stamp)
+        value = parse_page(daemon.text()).get(stamp)
         return value if value is not None and value > first else None
 
     assert wait_for("a later lag cycle (collection runs in the background)", later) > first
@@ -603,7 +515,7 @@ def remediated(
             The rule's own restarts (backoff from 30 s) may come in between, so failures are
             counted from the daemon's DLQ events, not from the restarts made here.
             """
-            page = _parse(daemon.text())
+            page = parse_page(daemon.text())
             if page.get(skipped) == 1:
                 return True
             if (
@@ -623,7 +535,7 @@ def remediated(
         executed = ("offsetd_remediation_outcomes_total", frozenset(
             {"rule": "poison-record-skip", "outcome": "executed"}.items()
         ))  # fmt: skip
-        wait_for("the outcome", lambda: _parse(daemon.text()).get(executed) == 1, 30)
+        wait_for("the outcome", lambda: parse_page(daemon.text()).get(executed) == 1, 30)
         assert _task_states(connect, name) == ["RUNNING"]
         yield name
     finally:
@@ -686,7 +598,7 @@ def test_exactly_one_worker_collects_and_the_lease_moves_when_it_stops(
         wait_for("worker 2 to join the group", lambda: events in second.text(), timeout_s=120)
 
         def one_collector() -> list[bool] | None:
-            owners = [_collects(_parse(w.text())) for w in workers]
+            owners = [_collects(parse_page(w.text())) for w in workers]
             return owners if owners.count(True) == 1 else None
 
         owners = wait_for("exactly one worker collecting", one_collector, timeout_s=60)
@@ -695,6 +607,8 @@ def test_exactly_one_worker_collects_and_the_lease_moves_when_it_stops(
             assert one_collector() == owners
         owner, other = (daemon, second) if owners[0] else (second, daemon)
         owner.stop()
-        wait_for("the other worker to take the lease", lambda: _collects(_parse(other.text())), 90)
+        wait_for(
+            "the other worker to take the lease", lambda: _collects(parse_page(other.text())), 90
+        )
     finally:
         second.stop()

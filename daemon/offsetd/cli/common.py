@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-import functools
 import os
-import sys
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,10 +12,11 @@ from typing import Any, TypeVar
 import click
 import httpx
 
+from offsetd.cli.failures import reports_errors
 from offsetd.config import DEFAULT_CONFIG_PATH, Settings, load_settings
 from offsetd.config.connect_clusters import StrimziAccess
 from offsetd.connect.client import ConnectClient
-from offsetd.errors import ConfigError, OffsetdError
+from offsetd.errors import ConfigError
 from offsetd.offsets.location import WorkerView, parse_properties, worker_view
 from offsetd.offsets.snapshots import (
     FileSnapshotStore,
@@ -230,15 +229,3 @@ def run_async(coro: Coroutine[Any, Any, T]) -> T:
     return asyncio.run(coro)
 
 
-def reports_errors(func: F) -> F:
-    """Turn an OffsetdError into one line on stderr and its exit code; never a traceback."""
-
-    @functools.wraps(func)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return func(*args, **kwargs)
-        except OffsetdError as exc:
-            click.echo(f"error: {exc}", err=True)
-            sys.exit(exc.exit_code)
-
-    return wrapper  # type: ignore[return-value]

@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from offsetd.cli.common import reports_errors
+from offsetd.cli.failures import reports_errors
 from offsetd.cli.output import emit_json, table
 from offsetd.config import DEFAULT_CONFIG_PATH, load_settings
 from offsetd.lag.exporter import LagExporter

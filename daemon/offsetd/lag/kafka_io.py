@@ -326,6 +326,7 @@ class Tail:
     def __init__(self, conf: Mapping[str, str], topic: str, *, batch: int = 10_000) -> None:
         self.topic = topic
         self._batch = batch
+        self._conf = dict(conf)
         self._consumer = _consumer(
             conf,
             **{
@@ -334,44 +335,71 @@ class Tail:
                 "fetch.queue.backoff.ms": "10",
             },
         )
-        self._at_end: dict[int, bool] = {}
+        self._admin: AdminClient | None = None
+        self._next: dict[int, int] = {}  # the offset after the last record read, per partition
         self.last_error: str | None = None
 
     def _assign(self) -> bool:
-        if self._at_end:
+        """Assign every partition at its log start, looked up first: a partition assigned at
+        OFFSET_BEGINNING is looked up by the consumer itself and joins the fetches only after
+        the long poll in flight returns (up to `fetch.wait.max.ms`, 500 ms, later)."""
+        if self._next:
             return True
         meta = self._consumer.list_topics(self.topic, timeout=10).topics.get(self.topic)
         if meta is None or meta.error is not None or not meta.partitions:
             return False
-        self._at_end = dict.fromkeys(sorted(meta.partitions), False)
+        starts = self._offsets(sorted(meta.partitions), OffsetSpec.earliest())
+        self._next = {p: starts.get(p, 0) for p in sorted(meta.partitions)}
         self._consumer.assign(
-            [TopicPartition(self.topic, p, OFFSET_BEGINNING) for p in self._at_end]
+            [TopicPartition(self.topic, p, starts.get(p, OFFSET_BEGINNING)) for p in self._next]
         )
         return True
 
-    def read(self, budget_s: float = 5.0) -> list[Message]:
-        """Records until nothing more is buffered, once every partition has reached its end.
+    def _offsets(self, partitions: Iterable[int], spec: Any) -> dict[int, int]:
+        """One ListOffsets for the partitions (read_committed: `latest` is the LSO)."""
+        if self._admin is None:
+            self._admin = AdminClient(dict(self._conf.items()))
+        try:
+            found, _failed = list_offsets(
+                self._admin,
+                dict.fromkeys(((self.topic, p) for p in partitions), spec),
+                timeout_s=10.0,
+            )
+        except KafkaException as exc:  # unknown: those partitions wait for the end event
+            self.last_error = str(exc.args[0] if exc.args else exc)
+            return {}
+        return {p: pos.offset for (_t, p), pos in found.items()}
 
-        "Reached its end" is sticky: a busy partition (Connect rewrites a live connector's
-        offsets every flush) is at its end only between two records, so waiting for all
-        partitions to be at their end at the same moment could take forever.
+    def read(self, budget_s: float = 5.0) -> list[Message]:
+        """The records up to each partition's end as of this call.
+
+        The ends come from one ListOffsets at the start, and a partition is done once a record
+        at or past its end - 1 was read, or the consumer reports its end (a log that ends in
+        transaction markers, or whose records were all deleted). Waiting for that end-of-
+        partition event alone cost a long-poll fetch (`fetch.wait.max.ms`, 500 ms) per read:
+        most of the time of a one-shot `offsetd lag`. A partition whose end is unknown (the
+        ListOffsets failed) waits for the event.
         """
         if not self._assign():
             return []
+        ends = self._offsets(self._next, OffsetSpec.latest())
+        pending = {p for p in self._next if ends.get(p, 1 << 62) > self._next[p]}
         out: list[Message] = []
         deadline = time.monotonic() + budget_s
-        while time.monotonic() < deadline:
-            batch = self._consumer.consume(num_messages=self._batch, timeout=0.1)
-            for msg in batch:
+        while pending and time.monotonic() < deadline:
+            # `consume` waits its whole timeout unless it fills the batch: keep the waits short
+            for msg in self._consumer.consume(num_messages=self._batch, timeout=0.02):
+                partition = cast(int, msg.partition())
                 err = msg.error()
                 if err is None:
                     out.append(msg)
+                    self._next[partition] = cast(int, msg.offset()) + 1
+                    if self._next[partition] >= ends.get(partition, 1 << 62):
+                        pending.discard(partition)
                 elif err.code() == KafkaError._PARTITION_EOF:
-                    self._at_end[cast(int, msg.partition())] = True
+                    pending.discard(partition)
                 else:
                     self.last_error = err.str()
-            if not batch and all(self._at_end.values()):
-                break
         return out
 
     def close(self) -> None:

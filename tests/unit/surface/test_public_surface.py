@@ -56,8 +56,11 @@ def _tree(command: click.Command, path: str) -> list[str]:
     line = " ".join([path, *(a.upper() for a in arguments), *options])
     lines = [line]
     if isinstance(command, click.Group):
-        for name in sorted(command.commands):
-            lines += _tree(command.commands[name], f"{path} {name}")
+        ctx = click.Context(command)
+        for name in command.list_commands(ctx):
+            sub = command.get_command(ctx, name)
+            assert sub is not None and sub.name == name, (path, name)
+            lines += _tree(sub, f"{path} {name}")
     return lines
 
 

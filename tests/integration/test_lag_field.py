@@ -1,0 +1,513 @@
+"""MM2 lag as the field sees it, on the real stack: every status made to happen, values asserted.
+
+A second MirrorSourceConnector, `east->west.green`, replicates this module's topics on the same
+east -> west pair as the stack's own connector (a blue/green migration, a topic subset). It uses
+the identity replication policy (its copies are `<topic>` on west, the stack's are
+`east.<topic>`), so a fault made on its copies on west never touches the stack's own flow:
+
+- two flows: both connectors' series are on the page and in Prometheus, distinct, with their own
+  values (green stopped with 20 records to go, the stack's connector caught up);
+- REWIND: `offsetd offsets alter --shift-by -10` of the stopped green connector;
+- STALL: green's copy on west demands 2 in-sync replicas of a 1-broker cluster, so its producer
+  retries for ever while the task stays RUNNING; the flow reads STALL `lag.stall_after` after the
+  resume, not at once and not after the 10-minute window;
+- WARN: a producer quota on west for green's task producer, fed faster than the quota;
+- checkpoint lag: a consumer group on east moves while the checkpoint connector is stopped;
+- a burst of new topics (the collector must not hang on partitions its clients have not seen);
+- the one-shot `offsetd lag`, timed by its own cycle.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin import AlterConfigOpType as _AlterOp  # type: ignore[attr-defined]
+from confluent_kafka.admin import ConfigEntry as _ConfigEntry  # type: ignore[attr-defined]
+from confluent_kafka.admin import ConfigResource as _ConfigResource  # type: ignore[attr-defined]
+from confluent_kafka.cimpl import NewTopic
+
+from offsetd.devstack import mm2
+from offsetd.devstack.jars import java_executable
+from offsetd.devstack.jvm import java_command, write_log_config
+from offsetd.devstack.stack import StackInfo
+from tests.integration.cliutil import offsetd_json
+from tests.integration.kafkautil import ConnectClient, create_topic, produce, unique, wait_for
+from tests.integration.lagutil import (
+    OFFSETD,
+    fetch_page,
+    lag_config_file,
+    lag_serve,
+    prometheus_scraping,
+    query,
+)
+
+pytestmark = pytest.mark.integration
+
+GREEN = f"{mm2.SOURCE}->{mm2.TARGET}.green"
+PREFIX = unique("field")
+STALL_AFTER_S = 8
+LAG_SETTINGS = {
+    "interval": "1s",
+    "window": "30s",
+    "flush_interval": "1s",
+    "stall_after": f"{STALL_AFTER_S}s",
+    "slo_seconds": 3600,
+}
+
+
+@pytest.fixture(scope="module")
+def field_config(offsetd_yaml: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return lag_config_file(
+        offsetd_yaml, tmp_path_factory.mktemp("lag-field") / "offsetd.yaml", LAG_SETTINGS
+    )
+
+
+@pytest.fixture(scope="module")
+def lag_url(field_config: Path) -> Iterator[str]:
+    with lag_serve(field_config, field_config.with_name("windows.json")) as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def prometheus(lag_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    with prometheus_scraping(tmp_path_factory.mktemp("prometheus"), [lag_url], None) as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def green(connect: ConnectClient) -> Iterator[str]:
+    """The second MirrorSourceConnector on east -> west, for this module's topics only."""
+    response = connect.http.get(connect.path(mm2.SOURCE_CONNECTOR, "/config"))
+    assert response.status_code == 200, response.text
+    config = {
+        **response.json(),
+        "name": GREEN,
+        "topics": f"{PREFIX}-.*",
+        "replication.policy.class": "org.apache.kafka.connect.mirror.IdentityReplicationPolicy",
+        "offset-syncs.topic.location": "target",  # the stack's own syncs stay untouched
+        "sync.topic.configs.enabled": "false",
+        "refresh.topics.interval.seconds": "2",
+    }
+    connect.create(GREEN, config)
+    try:
+        connect.wait_running(GREEN, timeout_s=90)
+        yield GREEN
+    finally:
+        connect.delete(GREEN)
+
+
+# -- reading the page ----------------------------------------------------------------------------
+
+
+def _labels(connector: str, topic: str) -> frozenset[tuple[str, str]]:
+    return frozenset(
+        {
+            "connect_cluster": "local",
+            "connector": connector,
+            "source": mm2.SOURCE,
+            "target": mm2.TARGET,
+            "topic": topic,
+            "partition": "0",
+        }.items()
+    )
+
+
+def _value(url: str, name: str, connector: str, topic: str) -> float | None:
+    page = fetch_page(url) or {}
+    return page.get((name, _labels(connector, topic)))
+
+
+def _status(url: str, connector: str, topic: str) -> str | None:
+    page = fetch_page(url) or {}
+    wanted = _labels(connector, topic)
+    current = [
+        dict(labels)["status"]
+        for (name, labels), value in page.items()
+        if name == "offsetd_mm2_partition_status" and value == 1 and wanted <= labels
+    ]
+    return current[0] if len(current) == 1 else None
+
+
+def _at(url: str, connector: str, topic: str, n: int, lag: int) -> bool:
+    return (
+        _value(url, "offsetd_mm2_last_replicated_offset", connector, topic) == n
+        and _value(url, "offsetd_mm2_lag_records", connector, topic) == lag
+    )
+
+
+def _records(count: int, tag: str, size: int = 16) -> list[tuple[bytes | None, bytes | None]]:
+    return [(None, f"{tag}-{i}-".encode().ljust(size, b"x")) for i in range(count)]
+
+
+def _state(connect: ConnectClient, name: str) -> list[str]:
+    status = connect.status(name)
+    if status is None:
+        return []
+    return [status["connector"]["state"], *(t["state"] for t in status["tasks"])]
+
+
+def _stop(connect: ConnectClient, name: str) -> None:
+    connect.http.put(connect.path(name, "/stop")).raise_for_status()
+    wait_for(f"{name} STOPPED", lambda: _state(connect, name) == ["STOPPED"], timeout_s=60)
+
+
+def _resume(connect: ConnectClient, name: str) -> None:
+    connect.http.put(connect.path(name, "/resume")).raise_for_status()
+    connect.wait_running(name, timeout_s=90)
+
+
+# -- two flows on one pair, and a rewind ---------------------------------------------------------
+
+
+def test_two_flows_on_one_pair_are_distinct_series_then_a_rewind_reads_rewind(
+    connect: ConnectClient,
+    east: str,
+    green: str,
+    lag_url: str,
+    prometheus: str,
+    field_config: Path,
+) -> None:
+    topic = f"{PREFIX}-flows"
+    create_topic(east, topic)
+    produce(east, topic, _records(30, "a"))
+    for connector in (mm2.SOURCE_CONNECTOR, green):
+        wait_for(
+            f"{connector} caught up at N = 29",
+            lambda c=connector: _at(lag_url, c, topic, 29, 0),  # type: ignore[misc]
+            timeout_s=90,
+        )
+    _stop(connect, green)
+    try:
+        produce(east, topic, _records(20, "b"))
+        wait_for("green 20 behind, blue caught up", lambda: (
+            _at(lag_url, green, topic, 29, 20)
+            and _at(lag_url, mm2.SOURCE_CONNECTOR, topic, 49, 0)
+        ), timeout_s=60)  # fmt: skip
+        wait_for("green STOP", lambda: _status(lag_url, green, topic) == "STOP", 30)
+        assert _status(lag_url, mm2.SOURCE_CONNECTOR, topic) == "OK"
+
+        # In Prometheus: two series for the one partition, told apart by the connector.
+        def in_prometheus() -> dict[str, float] | None:
+            result = query(prometheus, f'offsetd_mm2_lag_records{{topic="{topic}"}}')
+            found = {
+                str(r["metric"]["connector"]): float(r["value"][1])  # type: ignore[index]
+                for r in result
+            }
+            return found if len(found) == 2 and found.get(green) == 20 else None
+
+        assert wait_for("both flows in Prometheus", in_prometheus, 30) == {
+            mm2.SOURCE_CONNECTOR: 0.0,
+            green: 20.0,
+        }
+        stalled = query(
+            prometheus,
+            f'max by (connector) (offsetd_mm2_partition_status{{topic="{topic}",status="STOP"}})',
+        )
+        assert {str(r["metric"]["connector"]): r["value"][1] for r in stalled} == {  # type: ignore[index]
+            mm2.SOURCE_CONNECTOR: "0",
+            green: "1",
+        }
+
+        # The one-shot table tells the two rows apart by the connector.
+        table = subprocess.run(
+            [str(OFFSETD), "lag", "--config", str(field_config)],
+            capture_output=True, text=True, check=True,
+        ).stdout.splitlines()  # fmt: skip
+        rows = sorted(
+            line.split()[1:3] + line.split()[6:7] for line in table if f" {topic} " in line
+        )
+        assert rows == [[mm2.SOURCE_CONNECTOR, topic, "0"], [green, topic, "20"]], table
+
+        # REWIND: the stopped green connector's offsets moved back by 10 with offsetd itself.
+        outcome = offsetd_json(
+            field_config, "offsets", "alter", green, "--shift-by", "-10", "--topic", topic
+        )[0]
+        assert outcome["final_state"] == "STOPPED"  # put back as it was
+        wait_for("green REWIND", lambda: _status(lag_url, green, topic) == "REWIND", 30)
+        assert _at(lag_url, green, topic, 19, 30)
+    finally:
+        _resume(connect, green)
+    wait_for("green caught up again", lambda: _at(lag_url, green, topic, 49, 0), 60)
+    wait_for("green OK", lambda: _status(lag_url, green, topic) == "OK", 30)
+
+
+# -- a stuck RUNNING task ------------------------------------------------------------------------
+
+
+def _topic_config(west: str, topic: str, value: str | None) -> None:
+    """Set (or, with None, remove) min.insync.replicas of `topic` on west."""
+    admin = AdminClient({"bootstrap.servers": west})
+    op = _AlterOp.SET if value is not None else _AlterOp.DELETE
+    entry = _ConfigEntry("min.insync.replicas", value or "", incremental_operation=op)
+    resource = _ConfigResource("TOPIC", topic, incremental_configs=[entry])
+    for future in admin.incremental_alter_configs([resource]).values():
+        future.result(timeout=30)
+
+
+def test_a_resumed_task_that_makes_no_progress_reads_stall_after_stall_after(
+    connect: ConnectClient, east: str, west: str, green: str, lag_url: str
+) -> None:
+    topic = f"{PREFIX}-stuck"
+    create_topic(east, topic)
+    produce(east, topic, _records(5, "a"))
+    wait_for("green replicated 5", lambda: _at(lag_url, green, topic, 4, 0), 90)
+    # Green's copy on west now refuses every write (2 in-sync replicas of a 1-broker cluster):
+    # Connect's producer retries for ever, the task stays RUNNING, N never moves.
+    _topic_config(west, topic, "2")
+    try:
+        _stop(connect, green)
+        produce(east, topic, _records(10, "b"))
+        wait_for("green STOP with lag 10", lambda: (
+            _at(lag_url, green, topic, 4, 10) and _status(lag_url, green, topic) == "STOP"
+        ), timeout_s=30)  # fmt: skip
+        _resume(connect, green)
+        running_at = time.monotonic()
+        seen: list[tuple[float, str | None]] = []
+
+        def stall() -> float | None:
+            status = _status(lag_url, green, topic)
+            seen.append((round(time.monotonic() - running_at, 1), status))
+            return time.monotonic() - running_at if status == "STALL" else None
+
+        after = wait_for("green STALL", stall, timeout_s=STALL_AFTER_S + 30)
+        assert _state(connect, green) == ["RUNNING", "RUNNING"]  # stuck, yet RUNNING
+        assert _value(lag_url, "offsetd_mm2_lag_records", green, topic) == 10
+        # Not at once (the resumed task gets stall_after to flush), long before the window.
+        assert STALL_AFTER_S - 1.5 <= after <= STALL_AFTER_S + 10, seen
+        assert any(status == "OK" for _t, status in seen), seen
+        assert _status(lag_url, mm2.SOURCE_CONNECTOR, topic) == "OK"  # the other flow moves
+    finally:
+        _topic_config(west, topic, None)
+    wait_for("green replicates again", lambda: _at(lag_url, green, topic, 14, 0), 60)
+    wait_for("green OK", lambda: _status(lag_url, green, topic) == "OK", 30)
+
+
+# -- a slowed task -------------------------------------------------------------------------------
+
+
+def _quota(stack: StackInfo, home: Path, client_id: str, rate: int | None) -> None:
+    """A producer byte-rate quota on west for one client id (None: removed), with Kafka's own
+    ConfigCommand (client quotas have no API in confluent-kafka)."""
+    change = (
+        ["--add-config", f"producer_byte_rate={rate}"]
+        if rate is not None
+        else ["--delete-config", "producer_byte_rate"]
+    )
+    command = java_command(
+        java_executable(),
+        Path(stack.jar_dir),
+        "kafka.admin.ConfigCommand",
+        ["--bootstrap-server", stack.clusters[mm2.TARGET]["bootstrap.servers"], "--alter",
+         *change, "--entity-type", "clients", "--entity-name", client_id],
+        log_config=write_log_config(home, "config-command", "warn"),
+        logs_dir=home,
+        heap_mb=128,
+    )  # fmt: skip
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr or done.stdout
+
+
+class _Feeder:
+    """Produces to one partition at a steady rate in a thread until stopped."""
+
+    def __init__(self, bootstrap: str, topic: str, per_second: int, size: int) -> None:
+        self._producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20})
+        self._stop = threading.Event()
+        self._thread = threading.Thread(
+            target=self._run, args=(topic, per_second, b"w" * size), daemon=True
+        )
+        self.sent = 0
+
+    def _run(self, topic: str, per_second: int, value: bytes) -> None:
+        tick = 0.05
+        while not self._stop.is_set():
+            for _ in range(max(1, int(per_second * tick))):
+                self._producer.produce(topic, value=value, partition=0)
+                self.sent += 1
+            self._producer.poll(0)
+            time.sleep(tick)
+        self._producer.flush(30)
+
+    def __enter__(self) -> _Feeder:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self._stop.set()
+        self._thread.join(60)
+
+
+def test_a_slowed_task_reads_warn_while_its_lag_grows(
+    stack: StackInfo, east: str, green: str, lag_url: str, tmp_path: Path
+) -> None:
+    topic = f"{PREFIX}-slow"
+    create_topic(east, topic)
+    produce(east, topic, _records(5, "a"))
+    wait_for("green replicated 5", lambda: _at(lag_url, green, topic, 4, 0), 90)
+    producer_id = f"connector-producer-{green}-0"  # Connect's task producer
+    _quota(stack, tmp_path, producer_id, 4096)  # 4 KB/s, fed ~40 KB/s
+    try:
+        with _Feeder(east, topic, per_second=200, size=200):
+
+            def warn() -> tuple[float, float] | None:
+                if _status(lag_url, green, topic) != "WARN":
+                    return None
+                n = _value(lag_url, "offsetd_mm2_last_replicated_offset", green, topic)
+                lag = _value(lag_url, "offsetd_mm2_lag_records", green, topic)
+                return (n, lag) if n is not None and lag is not None else None
+
+            n1, lag1 = wait_for("green WARN", warn, timeout_s=60)
+            time.sleep(4)
+            n2, lag2 = wait_for("green still WARN", warn, timeout_s=10)
+            assert n2 > n1, "N advances: replication is slow, not stalled"
+            assert lag2 > lag1, "and the lag grows"
+            assert _status(lag_url, mm2.SOURCE_CONNECTOR, topic) in ("OK", "WARN")
+    finally:
+        _quota(stack, tmp_path, producer_id, None)
+    wait_for("green caught up", lambda: (
+        _value(lag_url, "offsetd_mm2_lag_records", green, topic) == 0
+    ), timeout_s=120)  # fmt: skip
+    wait_for("green OK", lambda: _status(lag_url, green, topic) == "OK", 40)
+
+
+# -- checkpoints ---------------------------------------------------------------------------------
+
+
+def _checkpoint(url: str, group: str, topic: str) -> dict[str, float]:
+    """The group's checkpoint series for partition 0 of `topic`: {metric: value}."""
+    page = fetch_page(url) or {}
+    out: dict[str, float] = {}
+    for (name, labels), value in page.items():
+        found = dict(labels)
+        if found.get("group") == group and found.get("topic") == topic:
+            assert found["connector"] == mm2.CHECKPOINT_CONNECTOR, found
+            out[name] = value
+    return out
+
+
+def _commit(east: str, group: str, topic: str, offset: int) -> None:
+    consumer = Consumer({"bootstrap.servers": east, "group.id": group, "enable.auto.commit": False})
+    try:
+        consumer.commit(offsets=[TopicPartition(topic, 0, offset)], asynchronous=False)
+    finally:
+        consumer.close()
+
+
+def test_checkpoint_lag_of_a_group_that_moved_while_checkpoints_stopped(
+    connect: ConnectClient, east: str, lag_url: str
+) -> None:
+    topic, group = unique("field-ckpt"), unique("field-group")
+    create_topic(east, topic)
+    produce(east, topic, _records(30, "a"))
+    wait_for("MM2 replicated 30", lambda: _at(lag_url, mm2.SOURCE_CONNECTOR, topic, 29, 0), 90)
+    _commit(east, group, topic, 10)
+    reconsume = "offsetd_mm2_failover_reconsume_lower_bound_records"
+    age = "offsetd_mm2_checkpoint_age_seconds"
+    # The checkpoint follows the group: nothing to re-consume, no age (the group is not ahead).
+    wait_for(
+        "the group's checkpoint", lambda: _checkpoint(lag_url, group, topic).get(reconsume) == 0, 90
+    )
+    assert age not in _checkpoint(lag_url, group, topic)
+    _stop(connect, mm2.CHECKPOINT_CONNECTOR)
+    try:
+        _commit(east, group, topic, 25)
+
+        def ahead() -> dict[str, float] | None:
+            found = _checkpoint(lag_url, group, topic)
+            return found if found.get(reconsume) == 15 else None
+
+        moved = wait_for("the group ahead of its checkpoint", ahead, timeout_s=30)
+        first_age = moved[age]
+        time.sleep(3)
+        later = _checkpoint(lag_url, group, topic)
+        assert later[reconsume] == 15  # 25 committed - 10 checkpointed, exactly
+        assert later[age] >= first_age + 2, (first_age, later)
+    finally:
+        _resume(connect, mm2.CHECKPOINT_CONNECTOR)
+    wait_for(
+        "the checkpoint caught up",
+        lambda: _checkpoint(lag_url, group, topic).get(reconsume) == 0,
+        90,
+    )
+    assert age not in _checkpoint(lag_url, group, topic)
+
+
+# -- many new partitions at once -----------------------------------------------------------------
+
+
+def test_a_burst_of_new_topics_is_collected_within_two_cycles_of_mm2_taking_them(
+    connect: ConnectClient, east: str, lag_url: str
+) -> None:
+    """MM2's refresh brings hundreds of new partitions at once; the long-lived collector (up for
+    the whole module) must report them soon after the task owns them, and keep cycling."""
+    burst = [f"{unique('field-burst')}" for _ in range(40)]
+    admin = AdminClient({"bootstrap.servers": east})
+    futures = admin.create_topics([NewTopic(t, 25, 1) for t in burst], operation_timeout=60)
+    for future in futures.values():
+        future.result(timeout=60)
+    try:
+        wanted = {(t, p) for t in burst for p in range(25)}
+
+        def assigned() -> bool:
+            tasks = connect.http.get(connect.path(mm2.SOURCE_CONNECTOR, "/tasks")).json()
+            have: set[tuple[str, int]] = set()
+            for task in tasks:
+                for item in task["config"].get("task.assigned.partitions", "").split(","):
+                    if item:
+                        name, _, part = item.rpartition("-")
+                        have.add((name, int(part)))
+            return wanted <= have
+
+        wait_for("MM2's task to own the 1000 new partitions", assigned, timeout_s=120)
+        owned_at = time.monotonic()
+
+        def collected() -> float | None:
+            page = fetch_page(lag_url) or {}
+            rows = {
+                (dict(labels)["topic"], int(dict(labels)["partition"]))
+                for (name, labels), _v in page.items()
+                if name == "offsetd_mm2_lag_records"
+            }
+            return time.monotonic() - owned_at if wanted <= rows else None
+
+        took = wait_for("every new partition on the lag page", collected, timeout_s=60)
+        stamp: tuple[str, frozenset[tuple[str, str]]] = (
+            "offsetd_mm2_lag_last_refresh_timestamp_seconds",
+            frozenset(),
+        )
+        first = (fetch_page(lag_url) or {})[stamp]
+        time.sleep(3)
+        assert (fetch_page(lag_url) or {})[stamp] > first, "the collector keeps cycling"
+        print(f"1000 new partitions on the page {took:.1f} s after MM2's task owned them")
+        assert took < 20, took
+    finally:
+        admin.delete_topics(burst, operation_timeout=60)
+
+
+# -- the one-shot command ------------------------------------------------------------------------
+
+
+def test_the_one_shot_lag_command_collects_in_well_under_a_second(field_config: Path) -> None:
+    """`offsetd lag` is run by hand during an incident: its cycle (Connect REST, the offsets
+    topic, ListOffsets, heartbeats, checkpoints) must not wait on long polls."""
+    cycles = []
+    for _ in range(3):
+        done = subprocess.run(
+            [str(OFFSETD), "lag", "--config", str(field_config), "-o", "json"],
+            capture_output=True, text=True, check=True,
+        )  # fmt: skip
+        doc: dict[str, Any] = json.loads(done.stdout)
+        assert doc["partitions"]
+        assert not doc["errors"], doc["errors"]
+        cycles.append(doc["refresh_seconds"])
+    print(f"one-shot cycles: {cycles}")
+    assert min(cycles) < 1.0, cycles
