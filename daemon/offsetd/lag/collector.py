@@ -349,6 +349,10 @@ class Collector:
             errors[f"list_offsets:{where}"] = (
                 f"{len(failed)} partitions: {next(iter(failed.values()))}"
             )
+            # A long-lived client can keep failing on partitions it learnt of before they had
+            # leaders (a burst of new topics: its metadata stays stale for minutes) while a new
+            # client answers at once: the next cycle gets a new one.
+            self._admins.pop(where, None)
         # Log ends that moved since the last cycle: a set operation in C over the two dicts.
         ended = {tp for tp, _end in ends.items() - self._ends.get(where, {}).items()}
         self._ends[where] = ends

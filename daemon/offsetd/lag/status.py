@@ -129,6 +129,8 @@ def evaluate(
     silent_ms = now_ms - offset_written_ms if offset_written_ms is not None else None
     if silent_ms is None and samples and all(s.n < 0 for s in samples):
         silent_ms = now_ms - samples[0].t_ms  # never written: as old as the window says
+    if running_for_ms is not None:
+        lagging_ms = min(lagging_ms, running_for_ms)  # a resumed task is not silent yet
     if silent_ms is not None and min(silent_ms, lagging_ms) > window_ms:
         return Status.STOP
     if _lag_growing(samples):

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import TopicPartition
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
 from offsetd.config import Settings
 from offsetd.lag.collector import Collector
@@ -260,3 +260,75 @@ def test_a_not_started_partition_lags_from_its_log_start(tmp_path: Path) -> None
     ends[("x", 0)] = 51
     row = rows(collector)[("x", 0)]
     assert (row.lag_records, row.status) == (1, Status.OK)
+
+
+class StaleAdmin(MemoryAdmin):
+    """A long-lived client whose metadata never learns of `unknown` partitions."""
+
+    def __init__(self, ends: dict[TP, int], unknown: set[TP]) -> None:
+        super().__init__(ends)
+        self.unknown = unknown
+
+    def list_offsets(self, request: Mapping[TopicPartition, Any], **kw: Any) -> dict[Any, Any]:
+        answers = super().list_offsets(request, **kw)
+        for tp in request:
+            if (tp.topic, tp.partition) in self.unknown:
+                answers[tp] = _Failed()
+        return answers
+
+
+class _Failed:
+    def result(self) -> Any:
+        raise KafkaException(KafkaError(KafkaError.UNKNOWN_TOPIC_OR_PART, "stale metadata"))
+
+
+def test_a_client_failing_on_new_partitions_is_replaced_the_next_cycle(tmp_path: Path) -> None:
+    ends = {("old", 0): 5, ("new", 0): 3}
+    mirror = MirrorOffsets()
+    mirror.move((CONNECTOR, "src", "old", 0), 4, 1_000)
+    mirror.move((CONNECTOR, "src", "new", 0), 2, 1_000)
+    made: list[MemoryAdmin] = []
+
+    def factory(conf: dict[str, str]) -> MemoryAdmin:
+        if conf["bootstrap.servers"] != "s:1":  # the target's (heartbeats)
+            return MemoryAdmin(ends)
+        # the source's first client is stale for the new topic for ever; later ones are fresh
+        made.append(StaleAdmin(ends, {("new", 0)}) if not made else MemoryAdmin(ends))
+        return made[-1]
+
+    collector = MemoryCollector(ends, mirror, tmp_path / "w.json")
+    collector._admin_factory = factory
+    first = collector.collect()
+    assert {(p.topic, p.partition) for p in first.partitions} == {("old", 0)}
+    assert "list_offsets:s:1" in first.errors
+    collector.now += 10
+    second = collector.collect()
+    assert {(p.topic, p.partition) for p in second.partitions} == {("old", 0), ("new", 0)}
+    assert not second.errors
+    assert len(made) == 2  # replaced once, then kept
+    collector.now += 10
+    collector.collect()
+    assert len(made) == 2
+
+
+def test_a_resumed_connector_is_given_stall_after_before_stall(tmp_path: Path) -> None:
+    """N is old and the lag began long ago, but the connector has just become RUNNING again:
+    STALL is counted from the resume (Settings: stall_after 1m by default, flush 1s)."""
+    ends = {("t", 0): 10}
+    mirror = MirrorOffsets()
+    mirror.move((CONNECTOR, "src", "t", 0), 4, 1_000)  # written long before the clock's now
+    collector = MemoryCollector(ends, mirror, tmp_path / "w.json")
+    view = collector._views["c"]
+    running = view.connectors[0]
+    stopped = ConnectorHealth("c", CONNECTOR, running.connector_class, "STOPPED", (), "src", "tgt")
+
+    def status_after(seconds: float, health: ConnectorHealth) -> Status:
+        view.connectors[0] = health
+        collector.now += seconds
+        return rows(collector)[("t", 0)].status
+
+    assert status_after(0, running) is Status.STALL  # running since before we looked
+    assert status_after(10, stopped) is Status.STOP
+    assert status_after(100, running) is Status.OK  # just resumed
+    assert status_after(59, running) is Status.OK
+    assert status_after(2, running) is Status.STALL  # 61 s after the resume
