@@ -156,6 +156,14 @@ def _state(connect: ConnectClient, name: str) -> list[str]:
     return [status["connector"]["state"], *(t["state"] for t in status["tasks"])]
 
 
+def _replicated_by_green(east: str, lag_url: str, green: str, topic: str) -> str:
+    """A new topic of 5 records, replicated by green (so its copy exists on west)."""
+    create_topic(east, topic)
+    produce(east, topic, _records(5, "a"))
+    wait_for("green replicated 5", lambda: _at(lag_url, green, topic, 4, 0), 90)
+    return topic
+
+
 def _stop(connect: ConnectClient, name: str) -> None:
     connect.http.put(connect.path(name, "/stop")).raise_for_status()
     wait_for(f"{name} STOPPED", lambda: _state(connect, name) == ["STOPPED"], timeout_s=60)
@@ -257,10 +265,7 @@ def _topic_config(west: str, topic: str, value: str | None) -> None:
 def test_a_resumed_task_that_makes_no_progress_reads_stall_after_stall_after(
     connect: ConnectClient, east: str, west: str, green: str, lag_url: str
 ) -> None:
-    topic = f"{PREFIX}-stuck"
-    create_topic(east, topic)
-    produce(east, topic, _records(5, "a"))
-    wait_for("green replicated 5", lambda: _at(lag_url, green, topic, 4, 0), 90)
+    topic = _replicated_by_green(east, lag_url, green, f"{PREFIX}-stuck")
     # Green's copy on west now refuses every write (2 in-sync replicas of a 1-broker cluster):
     # Connect's producer retries for ever, the task stays RUNNING, N never moves.
     _topic_config(west, topic, "2")
@@ -350,10 +355,7 @@ class _Feeder:
 def test_a_slowed_task_reads_warn_while_its_lag_grows(
     stack: StackInfo, east: str, green: str, lag_url: str, tmp_path: Path
 ) -> None:
-    topic = f"{PREFIX}-slow"
-    create_topic(east, topic)
-    produce(east, topic, _records(5, "a"))
-    wait_for("green replicated 5", lambda: _at(lag_url, green, topic, 4, 0), 90)
+    topic = _replicated_by_green(east, lag_url, green, f"{PREFIX}-slow")
     producer_id = f"connector-producer-{green}-0"  # Connect's task producer
     _quota(stack, tmp_path, producer_id, 4096)  # 4 KB/s, fed ~40 KB/s
     try:
