@@ -453,10 +453,15 @@ def test_bad_predicates_give_one_message(
 def test_mirror_source_plan_uses_last_replicated_offsets(
     offsetd_yaml: Path, east: str, west: str, connect: ConnectClient, tmp_path: Path
 ) -> None:
-    """A MirrorSourceConnector's plan scans its source topics on east and writes N-1 / null."""
+    """A MirrorSourceConnector's plan scans its source topics on east and writes N-1 / null.
+
+    Partition 0 has no offset and its first match at 300: stored 299. Partition 1 has replicated
+    up to 199 and its first match at 0: null (from the log start). Partition 2 has no offset and
+    its first match at 0: it starts at the log start already, so it is unchanged and left out
+    (a null there would remove nothing)."""
     topic = unique("rewind-mm2")
-    create_topic(east, topic, partitions=2)
-    bad_at = {0: range(300, 310), 1: range(0, 5)}
+    create_topic(east, topic, partitions=3)
+    bad_at = {0: range(300, 310), 1: range(0, 5), 2: range(0, 5)}
     offsets = {
         p: produce(
             east,
@@ -464,9 +469,9 @@ def test_mirror_source_plan_uses_last_replicated_offsets(
             [(None, b'{"bad": true}' if i in bad_at[p] else b'{"bad": false}') for i in range(500)],
             partition=p,
         )
-        for p in (0, 1)
+        for p in (0, 1, 2)
     }
-    first_bad = {p: offsets[p][bad_at[p][0]] for p in (0, 1)}
+    first_bad = {p: offsets[p][bad_at[p][0]] for p in (0, 1, 2)}
     name = unique("rewind-mm2-source")
     response = connect.http.post(
         "/connectors",
@@ -485,6 +490,18 @@ def test_mirror_source_plan_uses_last_replicated_offsets(
         },
     )
     assert response.status_code == 201, response.text
+
+    def mm2_partition(p: int) -> dict[str, Any]:
+        return {"cluster": "east", "partition": p, "topic": topic}
+
+    replicated = {"offsets": [{"partition": mm2_partition(1), "offset": {"offset": 199}}]}
+    wait_for(
+        "the PATCH of partition 1",
+        lambda: (
+            connect.http.patch(connect.path(name, "/offsets"), json=replicated).is_success or None
+        ),
+        60,
+    )
     try:
         plan_path = tmp_path / "plan.json"
         code, stdout, stderr = _plan(
@@ -500,13 +517,28 @@ def test_mirror_source_plan_uses_last_replicated_offsets(
         document = json.loads(plan_path.read_text())
         by_partition = {e["partition"]["partition"]: e for e in document[name]}
         assert by_partition[0] == {
-            "partition": {"cluster": "east", "partition": 0, "topic": topic},
+            "partition": mm2_partition(0),
             "offset": {"offset": first_bad[0] - 1},  # last replicated = the record before
         }
-        assert first_bad[1] == 0
-        assert by_partition[1]["offset"] is None  # from the very start: no offset at all
+        assert first_bad[1] == first_bad[2] == 0
+        assert by_partition[1] == {"partition": mm2_partition(1), "offset": None}
+        assert 2 not in by_partition
+        rows = {
+            r["partition"]: r for r in json.loads(summary_path(plan_path).read_text())["partitions"]
+        }
+        assert [rows[p]["committed"] for p in (0, 1, 2)] == [None, 200, None]  # next offsets
+        assert [rows[p]["status"] for p in (0, 1, 2)] == ["changed", "changed", "unchanged"]
+        assert "2 partitions change, 1 unchanged" in stdout
+
         dry = offsetd(offsetd_yaml, "offsets", "import", "--dry-run", str(plan_path))
         assert dry.exit_code == 0, dry.output + dry.stderr
+        assert "3. PATCH 2 partitions\n" in dry.output, dry.output
+        applied = offsetd(offsetd_yaml, "offsets", "import", str(plan_path))
+        assert applied.exit_code == 0, applied.output + applied.stderr
+        stored = {
+            e["partition"]["partition"]: e["offset"] for e in connect.offsets(name)["offsets"]
+        }
+        assert stored == {0: {"offset": first_bad[0] - 1}}  # 1 removed, 2 never there
     finally:
         connect.delete(name)
 
