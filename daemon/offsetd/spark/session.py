@@ -27,6 +27,7 @@ from offsetd.spark.jars import ensure_spark_kafka_jars
 __all__ = [
     "ANSI",
     "APP_NAME",
+    "DRIVER_DEFAULTS",
     "LOCAL_DEFAULTS",
     "REDACTION",
     "SEMANTICS",
@@ -40,14 +41,21 @@ __all__ = [
 APP_NAME = "offsetd-rewind-plan"
 _LOG_CONFIG = Path(__file__).with_name("log4j2.properties")
 
+# On every master, for the driver, which is this process (`offsetd rewind plan` runs it in
+# client mode): offsetd prints its own progress lines, so Spark's console bar would only be
+# interleaved with them, and the driver logs only errors (a cluster run is as quiet as a local
+# one). Under spark-submit the JVM has started already, so the log setting takes no effect.
+DRIVER_DEFAULTS: Mapping[str, str] = {
+    "spark.ui.showConsoleProgress": "false",
+    "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{_LOG_CONFIG}",
+}
+
 # Modest on purpose: a laptop or CI runner shares its cores (the scan is I/O and JSON bound).
 LOCAL_DEFAULTS: Mapping[str, str] = {
     "spark.driver.memory": "1g",
     "spark.ui.enabled": "false",
-    "spark.ui.showConsoleProgress": "false",  # offsetd prints its own progress lines
     "spark.sql.shuffle.partitions": "8",
     "spark.executor.heartbeatInterval": "2s",  # fresher records-read figures for progress
-    "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{_LOG_CONFIG}",
     # The catalog creates its warehouse folder on first use; never in the caller's checkout.
     "spark.sql.warehouse.dir": str(Path(tempfile.gettempdir()) / "offsetd-spark-warehouse"),
 }
@@ -71,7 +79,7 @@ SEMANTICS: Mapping[str, str] = {ANSI: "false"}
 
 def session_conf(settings: SparkSettings, master: str) -> dict[str, str]:
     """The conf to start Spark with (pure, apart from fetching the local jars)."""
-    conf: dict[str, str] = {**REDACTION, **SEMANTICS}
+    conf: dict[str, str] = {**REDACTION, **SEMANTICS, **DRIVER_DEFAULTS}
     local = master.startswith("local")
     if local:
         conf.update(LOCAL_DEFAULTS)

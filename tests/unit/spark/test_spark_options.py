@@ -78,6 +78,15 @@ def test_cluster_conf_uses_packages_and_fetches_nothing() -> None:
     assert "jaas" in conf["spark.sql.redaction.options.regex"]
 
 
+def test_a_standalone_master_gets_a_quiet_driver_and_no_local_defaults() -> None:
+    conf = session_conf(SparkSettings(), "spark://127.0.0.1:7077")
+    assert conf["spark.ui.showConsoleProgress"] == "false"  # offsetd's own progress lines only
+    assert "log4j2.properties" in conf["spark.driver.extraJavaOptions"]
+    assert "spark.jars" not in conf  # the cluster's: spark.jars or spark.jars.packages
+    assert "spark.driver.memory" not in conf
+    assert "spark.sql.shuffle.partitions" not in conf
+
+
 def test_ansi_mode_is_off_unless_the_spark_conf_sets_it() -> None:
     for master in ("local[2]", "yarn"):
         assert session_conf(SparkSettings(), master)["spark.sql.ansi.enabled"] == "false"
