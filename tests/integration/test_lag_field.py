@@ -480,7 +480,7 @@ def test_the_one_shot_lag_command_collects_in_well_under_a_second(field_config: 
 
 
 def test_a_client_that_saw_new_partitions_before_their_leaders_recovers_within_two_cycles(
-    connect: ConnectClient, east: str, field_config: Path
+    connect: ConnectClient, east: str, west: str, field_config: Path
 ) -> None:
     """A burst of new topics (MM2's refresh brings hundreds of partitions at once) can reach the
     collector's long-lived admin client before the broker has created them: librdkafka then
@@ -529,6 +529,11 @@ def test_a_client_that_saw_new_partitions_before_their_leaders_recovers_within_t
             lambda: not {t for t, _p in _owned(connect)} & set(burst),
             timeout_s=90,
         )
+        # and their 2,000 copies on west (a broker's open files are not endless)
+        mirrors = AdminClient({"bootstrap.servers": west})
+        copies = [f"{mm2.SOURCE}.{t}" for t in burst]
+        existing = set(mirrors.list_topics(timeout=10).topics)
+        mirrors.delete_topics([t for t in copies if t in existing], operation_timeout=60)
 
 
 def _owned(connect: ConnectClient) -> set[tuple[str, int]]:
