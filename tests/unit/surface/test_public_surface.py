@@ -59,7 +59,8 @@ def _tree(command: click.Command, path: str) -> list[str]:
         ctx = click.Context(command)
         for name in command.list_commands(ctx):
             sub = command.get_command(ctx, name)
-            assert sub is not None and sub.name == name, (path, name)
+            assert sub is not None, (path, name)
+            assert sub.name == name, (path, name)
             lines += _tree(sub, f"{path} {name}")
     return lines
 
