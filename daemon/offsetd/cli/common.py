@@ -227,5 +227,3 @@ def _store(
 
 def run_async(coro: Coroutine[Any, Any, T]) -> T:
     return asyncio.run(coro)
-
-
