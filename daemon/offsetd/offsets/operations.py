@@ -188,6 +188,10 @@ class OffsetsService:
             # Nothing to write (every partition already at its target, or a connector with no
             # offsets to reset): never stop it, and no snapshot of a change that is not one.
             self.log(f"{plan.connector}: {nothing}")
+            if plan.undo_of is not None:  # its before-image holds: the change is undone
+                original = await asyncio.to_thread(self.store.get, plan.undo_of)
+                text = "undone: its before-image held already, nothing was written"
+                await self._record(replace(original, status="undone", message=text))
             return Outcome(plan, "", plan.before, plan.prior_state, nothing)
         await self._recheck(plan)
         snapshot = await self.snapshot(plan)

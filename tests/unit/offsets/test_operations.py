@@ -901,6 +901,23 @@ def test_undo_marks_the_original_change_undone(tmp_path: Path) -> None:
     assert env.store.get(change.snapshot_id).status == "undone"
 
 
+def test_undo_when_the_before_image_holds_already_touches_nothing(tmp_path: Path) -> None:
+    # The connector moved back to where it was before the change (a reset re-consumed): undo
+    # has nothing to write, so it does not stop the connector; the change is undone all the same.
+    connector = sink_connector()
+    env = make_env(tmp_path, connector)
+    change = env.alter("my-sink", [sink_entry(0, 42)])
+    connector.set_offsets([sink_entry(0, 10), sink_entry(1, 20)])
+    before = len(env.fake.changes())
+    outcome = env.undo(change.snapshot_id, force=True)
+    assert env.fake.changes()[before:] == []
+    assert outcome.snapshot_id == ""
+    assert outcome.plan.undo_of == change.snapshot_id
+    undone = env.store.get(change.snapshot_id)
+    assert undone.status == "undone"
+    assert "nothing was written" in undone.message
+
+
 def test_undo_of_a_change_that_never_wrote_is_refused(tmp_path: Path) -> None:
     connector = sink_connector(patch_error=(500, "validation failed"))
     env = make_env(tmp_path, connector)
