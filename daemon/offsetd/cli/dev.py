@@ -16,9 +16,11 @@ from ruamel.yaml import YAML
 
 from offsetd.cli.output import table
 from offsetd.cli.run import history_row
+from offsetd.cli.spark_cluster import spark_cluster
 from offsetd.devstack.demo import run_demo
 from offsetd.devstack.errors import DevStackError
 from offsetd.devstack.image import ensure_image, write_oci_archive
+from offsetd.devstack.spark_cluster import SparkCluster
 from offsetd.devstack.stack import Stack, StackInfo
 
 __all__ = ["default_run_dir", "demo", "dev", "down", "env", "image", "run_dir_option", "up"]
@@ -184,7 +186,8 @@ def image(extras: str, archive: Path | None) -> None:
 @run_dir_option
 def down(run_dir: Path) -> None:
     """Stop exactly the processes `dev up` started (checked by PID and start time)."""
-    stopped = Stack(run_dir).down()
+    # a Spark cluster started in this run dir (`dev spark-cluster up`) goes down with the stack
+    stopped = [*SparkCluster.of_stack(run_dir).down(), *Stack(run_dir).down()]
     click.echo(f"stopped {', '.join(stopped)}" if stopped else "nothing was running")
 
 
@@ -252,3 +255,6 @@ def demo(run_dir: Path, config_path: Path) -> None:
         f"\nall decisions: .venv/bin/offsetd history --config {config_path}\n"
         "stop everything: make down"
     )
+
+
+dev.add_command(spark_cluster)
