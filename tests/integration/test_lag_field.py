@@ -366,9 +366,11 @@ def test_a_slowed_task_reads_warn_while_its_lag_grows(
 ) -> None:
     topic = _replicated_by_green(east, lag_url, green, f"{PREFIX}-slow")
     producer_id = f"connector-producer-{green}-0"  # Connect's task producer
-    _quota(stack, tmp_path, producer_id, 4096)  # 4 KB/s, fed ~40 KB/s
+    # 16 KB/s, fed ~80 KB/s: the throttled producer sends a 16 KB batch about every second, so
+    # N moves in steps a few seconds apart at most (never stall_after)
+    _quota(stack, tmp_path, producer_id, 16384)
     try:
-        with _Feeder(east, topic, per_second=200, size=200):
+        with _Feeder(east, topic, per_second=400, size=200):
 
             def warn() -> tuple[float, float] | None:
                 if _status(lag_url, green, topic) != "WARN":
@@ -377,11 +379,18 @@ def test_a_slowed_task_reads_warn_while_its_lag_grows(
                 lag = _value(lag_url, "offsetd_mm2_lag_records", green, topic)
                 return (n, lag) if n is not None and lag is not None else None
 
-            n1, lag1 = wait_for("green WARN", warn, timeout_s=60)
-            time.sleep(4)
-            n2, lag2 = wait_for("green still WARN", warn, timeout_s=10)
-            assert n2 > n1, "N advances: replication is slow, not stalled"
-            assert lag2 > lag1, "and the lag grows"
+            n1, lag1 = wait_for("green WARN", warn, timeout_s=90)
+
+            def later() -> tuple[float, float] | None:
+                """Still WARN, N advanced (slow, not stalled) and the lag grew."""
+                found = warn()
+                if found is None or found[0] <= n1 or found[1] <= lag1:
+                    return None
+                return found
+
+            n2, lag2 = wait_for("green still WARN, N on, lag up", later, timeout_s=30)
+            assert n2 > n1
+            assert lag2 > lag1
             assert _status(lag_url, mm2.SOURCE_CONNECTOR, topic) in ("OK", "WARN")
     finally:
         _quota(stack, tmp_path, producer_id, None)
