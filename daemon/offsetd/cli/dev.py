@@ -3,17 +3,19 @@
 from __future__ import annotations
 
 import json
-import os
 import signal
 import sys
 import time
 from pathlib import Path
 from types import FrameType
-from typing import Any, NoReturn
+from typing import Any
 
 import click
 from ruamel.yaml import YAML
 
+from offsetd.cli.devoptions import default_run_dir, run_dir_option
+from offsetd.cli.devoptions import fail as _fail
+from offsetd.cli.devoptions import say as _say
 from offsetd.cli.output import table
 from offsetd.cli.run import history_row
 from offsetd.cli.spark_cluster import spark_cluster
@@ -24,28 +26,6 @@ from offsetd.devstack.spark_cluster import SparkCluster
 from offsetd.devstack.stack import Stack, StackInfo
 
 __all__ = ["default_run_dir", "demo", "dev", "down", "env", "image", "run_dir_option", "up"]
-
-
-def default_run_dir() -> Path:
-    return Path(os.environ.get("OFFSETD_DEV_DIR", ".offsetd/dev"))
-
-
-run_dir_option = click.option(
-    "--run-dir",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=default_run_dir,
-    show_default="$OFFSETD_DEV_DIR or .offsetd/dev",
-    help="Folder for the stack's config, data, logs and PIDs.",
-)
-
-
-def _fail(exc: DevStackError) -> NoReturn:
-    click.echo(f"error: {exc}", err=True)
-    sys.exit(exc.exit_code)
-
-
-def _say(message: str) -> None:
-    click.echo(f"[dev] {message}", err=True)
 
 
 def _print_endpoints(info: StackInfo) -> None:

@@ -13,38 +13,22 @@ wired without this module importing that one (the run dir's default is the same)
 from __future__ import annotations
 
 import json
-import os
 import shlex
 import sys
 from pathlib import Path
-from typing import NoReturn
 
 import click
 from ruamel.yaml import YAML
 
+from offsetd.cli.devoptions import fail as _fail
+from offsetd.cli.devoptions import run_dir_option
+from offsetd.cli.devoptions import say as _say
 from offsetd.devstack.errors import DevStackError
 from offsetd.devstack.spark_cluster import SparkCluster, SparkClusterInfo
 from offsetd.errors import OffsetdError
 from offsetd.spark.jars import ensure_spark_kafka_jars
 
 __all__ = ["down", "env", "spark_cluster", "up"]
-
-_run_dir_option = click.option(
-    "--run-dir",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=lambda: Path(os.environ.get("OFFSETD_DEV_DIR", ".offsetd/dev")),
-    show_default="$OFFSETD_DEV_DIR or .offsetd/dev",
-    help="The stack's run folder; the cluster lives in its spark-cluster/ folder.",
-)
-
-
-def _fail(exc: OffsetdError) -> NoReturn:
-    click.echo(f"error: {exc}", err=True)
-    sys.exit(exc.exit_code)
-
-
-def _say(message: str) -> None:
-    click.echo(f"[dev] {message}", err=True)
 
 
 @click.group("spark-cluster")
@@ -53,7 +37,7 @@ def spark_cluster() -> None:
 
 
 @spark_cluster.command()
-@_run_dir_option
+@run_dir_option
 @click.option("--workers", default=2, show_default=True, help="Worker processes.")
 @click.option("--cores", default=1, show_default=True, help="Cores each worker offers.")
 @click.option("--memory", default="1g", show_default=True, help="Memory each worker offers.")
@@ -68,7 +52,7 @@ def up(run_dir: Path, workers: int, cores: int, memory: str, timeout: float) -> 
 
 
 @spark_cluster.command()
-@_run_dir_option
+@run_dir_option
 def down(run_dir: Path) -> None:
     """Stop exactly the processes `spark-cluster up` started (checked by PID and start time)."""
     stopped = SparkCluster.of_stack(run_dir).down()
@@ -76,7 +60,7 @@ def down(run_dir: Path) -> None:
 
 
 @spark_cluster.command()
-@_run_dir_option
+@run_dir_option
 @click.option("--json", "as_json", is_flag=True, help="Print the cluster as JSON.")
 def env(run_dir: Path, as_json: bool) -> None:
     """Describe the running cluster and how to submit the plan job to it."""
