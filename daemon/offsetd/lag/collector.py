@@ -33,8 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka.admin import AdminClient
-
+from offsetd.adminclient import connected_admin
 from offsetd.config import Settings
 from offsetd.lag.arithmetic import first_unreplicated, records_lag, seconds_lag, visible_lag
 from offsetd.lag.checkpoint_cycle import CheckpointReader
@@ -607,7 +606,7 @@ class Collector:
 
 
 def _admin_client(conf: dict[str, str]) -> Any:
-    return AdminClient(dict(conf.items()))
+    return connected_admin(conf)
 
 
 def where_alias(work: _SourceWork) -> str:

@@ -36,6 +36,8 @@ from confluent_kafka.admin import AdminClient
 from confluent_kafka.admin import OffsetSpec as _OffsetSpec  # type: ignore[attr-defined]
 from confluent_kafka.cimpl import _AdminClientImpl
 
+from offsetd.adminclient import connected_admin
+
 # The C half of AdminClient: one call, one future for the whole request (see _list_offsets_raw).
 _C_LIST_OFFSETS: Any = getattr(_AdminClientImpl, "list_offsets", None)
 
@@ -333,6 +335,7 @@ class Tail:
                 "enable.partition.eof": True,
                 "isolation.level": "read_committed",
                 "fetch.queue.backoff.ms": "10",
+                "fetch.wait.max.ms": "100",
             },
         )
         self._admin: AdminClient | None = None
@@ -345,7 +348,9 @@ class Tail:
         the long poll in flight returns (up to `fetch.wait.max.ms`, 500 ms, later)."""
         if self._next:
             return True
-        meta = self._consumer.list_topics(self.topic, timeout=10).topics.get(self.topic)
+        # The admin client's metadata: it is connected already (the consumer's first metadata
+        # call waits about 50 ms for its own connection).
+        meta = self._admin_client().list_topics(self.topic, timeout=10).topics.get(self.topic)
         if meta is None or meta.error is not None or not meta.partitions:
             return False
         starts = self._offsets(sorted(meta.partitions), OffsetSpec.earliest())
@@ -357,11 +362,9 @@ class Tail:
 
     def _offsets(self, partitions: Iterable[int], spec: Any) -> dict[int, int]:
         """One ListOffsets for the partitions (read_committed: `latest` is the LSO)."""
-        if self._admin is None:
-            self._admin = AdminClient(dict(self._conf.items()))
         try:
             found, _failed = list_offsets(
-                self._admin,
+                self._admin_client(),
                 dict.fromkeys(((self.topic, p) for p in partitions), spec),
                 timeout_s=10.0,
             )
@@ -369,6 +372,12 @@ class Tail:
             self.last_error = str(exc.args[0] if exc.args else exc)
             return {}
         return {p: pos.offset for (_t, p), pos in found.items()}
+
+    def _admin_client(self) -> AdminClient:
+        if self._admin is None:
+            # a producer-type client: its metadata requests could create a missing topic
+            self._admin = connected_admin({**self._conf, "allow.auto.create.topics": "false"})
+        return self._admin
 
     def read(self, budget_s: float = 5.0) -> list[Message]:
         """The records up to each partition's end as of this call.

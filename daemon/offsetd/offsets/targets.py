@@ -17,6 +17,7 @@ from confluent_kafka import IsolationLevel, TopicPartition
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.admin import OffsetSpec as _OffsetSpec  # type: ignore[attr-defined]
 
+from offsetd.adminclient import connected_admin
 from offsetd.errors import InvalidDocument, TargetOutOfRange
 from offsetd.offsets.model import (
     ConnectorKind,
@@ -150,7 +151,7 @@ def fetch_positions(
     wanted = sorted(set(tps))
     if not wanted:
         return {}
-    admin = AdminClient(dict(conf))
+    admin = connected_admin(conf)
     start = _list_offsets(admin, wanted, _OffsetSpec.earliest())  # type: ignore[no-untyped-call]
     # read_committed: the end of a transactional topic is its last stable offset.
     end = _list_offsets(admin, wanted, _OffsetSpec.latest())  # type: ignore[no-untyped-call]

@@ -810,6 +810,13 @@ def test_httpx_options_reads_a_rotated_ca_file_again(tmp_path: Path) -> None:
     assert httpx_options(cluster)["verify"] is not first
 
 
+def test_httpx_options_plain_http_builds_no_ssl_context() -> None:
+    # No TLS on the wire: loading a CA bundle would only cost start-up time.
+    plain = ConnectCluster.model_validate({"url": "http://h:8083", "kafka_cluster": "k"})
+    assert httpx_options(plain)["verify"] is False
+    assert httpx_options(_connect())["verify"] is not False
+
+
 def test_httpx_options_missing_ca_file_is_a_config_error(tmp_path: Path) -> None:
     cluster = _connect(tls={"ca_file": str(tmp_path / "nope.pem")})
     with pytest.raises(ConfigError, match=r"cannot load tls\.ca_file for Connect cluster at"):
