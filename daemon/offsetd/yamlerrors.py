@@ -26,6 +26,7 @@ __all__ = [
     "LocatedError",
     "YamlFileError",
     "dotted",
+    "expansion_problem",
     "format_errors",
     "line_of",
     "plain",
@@ -66,7 +67,9 @@ def read_yaml(path: Path) -> Any:
     except OSError as exc:
         raise YamlFileError([f"{path}: cannot read: {exc.strerror}"]) from None
     try:
-        return YAML(typ="rt").load(text)
+        tree = YAML(typ="rt").load(text)
+    except RecursionError:
+        raise YamlFileError([f"{path}: refused: nested too deeply"]) from None
     except MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
@@ -78,34 +81,86 @@ def read_yaml(path: Path) -> Any:
     except YAMLError:
         # its text may quote the offending source line, which can hold a secret
         raise YamlFileError([f"{path}: invalid YAML"]) from None
+    refused = expansion_problem(tree, len(text))
+    if refused is not None:
+        raise YamlFileError([f"{path}: {refused}"])
+    return tree
+
+
+# Values a file may expand to through its aliases beyond its own size: a file without aliases
+# has fewer values than characters, and nine nested anchors of nine aliases each (a "billion
+# laughs" file of 300 bytes) would expand to 387 million.
+EXPANSION_ALLOWANCE = 100_000
+
+
+def expansion_problem(data: Any, text_length: int) -> str | None:
+    """Why `data` (a loaded YAML tree, aliases shared) is refused, or None.
+
+    Counts the values a walk through every alias meets, stopping at the limit: the cost is
+    bounded by the limit, whatever the file. Everything that later walks the data (conversion,
+    validation, JSON) would expand the aliases the same way, without a bound.
+    """
+    limit = EXPANSION_ALLOWANCE + text_length
+    seen = 0
+    pending = [data]
+    while pending:
+        node = pending.pop()
+        seen += 1
+        if seen > limit:
+            return (
+                f"refused: its aliases expand to more than {limit:,} values "
+                "(anchors repeated inside anchors: a YAML bomb?)"
+            )
+        if isinstance(node, dict):
+            pending.extend(node.keys())
+            pending.extend(node.values())
+        elif isinstance(node, list | tuple | set):
+            pending.extend(node)
+    return None
 
 
 class _Unsupported(Exception):
-    def __init__(self, loc: Loc, kind: str) -> None:
-        super().__init__(kind)
+    def __init__(self, loc: Loc, problem: str) -> None:
+        super().__init__(problem)
         self.loc = loc
-        self.kind = kind
+        self.problem = problem
 
 
 def plain(node: Any, path: Path, loc: Loc = ()) -> Any:
     """ruamel's round-trip values as plain dict/list/str/int/float/bool/None.
 
-    Raises `YamlFileError` for values pydantic should never see (dates, sets, custom tags).
+    Raises `YamlFileError` for values pydantic should never see (dates, sets) and for every
+    explicit tag but `!!str`: these files are data, and a `!!python/...` tag that does nothing
+    here would still say it does something.
     """
     try:
         return _plain(node, loc)
+    except RecursionError:
+        raise YamlFileError([f"{path}: refused: nested too deeply"]) from None
     except _Unsupported as exc:
         line = line_of(node, exc.loc[len(loc) :])
         where = f"{path}:{line}" if line else str(path)
-        raise YamlFileError(
-            [
-                f"{where}: {dotted(exc.loc)}: unsupported YAML value of type {exc.kind}"
-                " (quote it to make it a string)"
-            ]
-        ) from None
+        raise YamlFileError([f"{where}: {dotted(exc.loc)}: {exc.problem}"]) from None
+
+
+_STR_TAG = "tag:yaml.org,2002:str"
+_DATA_ONLY = "these files are data: maps, lists, strings, numbers, booleans and null"
+
+
+def _tag_of(node: Any) -> str | None:
+    return getattr(getattr(node, "tag", None), "value", None)
+
+
+def _shown_tag(tag: str) -> str:
+    return "!!" + tag.removeprefix("tag:yaml.org,2002:") if tag.startswith("tag:yaml.org") else tag
 
 
 def _plain(node: Any, loc: Loc) -> Any:
+    tag = _tag_of(node)
+    if tag is not None and tag != _STR_TAG:
+        raise _Unsupported(loc, f"YAML tag {_shown_tag(tag)} is not allowed ({_DATA_ONLY})")
+    if tag == _STR_TAG:
+        return str(getattr(node, "value", node))
     if isinstance(node, dict):  # CommentedMap is a dict
         return {
             (str(k) if isinstance(k, str) else _plain(k, loc)): _plain(v, (*loc, k))
@@ -120,8 +175,9 @@ def _plain(node: Any, loc: Loc) -> Any:
             return kind(node)
     if node is None:
         return None
-    tag = getattr(getattr(node, "tag", None), "value", None)
-    raise _Unsupported(loc, tag or type(node).__name__)
+    raise _Unsupported(
+        loc, f"unsupported YAML value of type {type(node).__name__} (quote it to make it a string)"
+    )
 
 
 def line_of(tree: Any, loc: Loc, skip: frozenset[str] = frozenset()) -> int | None:

@@ -15,10 +15,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from ruamel.yaml import YAML
+from ruamel.yaml.constructor import ConstructorError
 from ruamel.yaml.error import YAMLError
 
 from offsetd.errors import InvalidDocument
 from offsetd.offsets.model import ConnectorKind, JsonScalar, OffsetEntry
+from offsetd.yamlerrors import expansion_problem
 
 __all__ = [
     "CONFIGMAP_KEY",
@@ -177,12 +179,23 @@ def _load(text: str) -> Any:
         return json.loads(text)
     except ValueError:
         pass
+    except RecursionError:
+        raise InvalidDocument("the document is nested too deeply") from None
     try:
         docs = [d for d in YAML(typ="safe", pure=True).load_all(text) if d is not None]
+    except RecursionError:
+        raise InvalidDocument("the document is nested too deeply") from None
+    except ConstructorError as exc:  # a tag the safe loader does not construct: data only
+        mark = exc.problem_mark
+        line = f" at line {mark.line + 1}" if mark is not None else ""
+        raise InvalidDocument(f"the document holds a YAML tag that is not data{line}") from None
     except YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = f" at line {mark.line + 1}" if mark is not None else ""
         raise InvalidDocument(f"the document is neither JSON nor YAML{line}") from None
+    refused = expansion_problem(docs, len(text))
+    if refused is not None:
+        raise InvalidDocument(f"the document is {refused}")
     if len(docs) > 1:  # several ConfigMaps, as `export --format strimzi-configmap` writes them
         if not all(isinstance(d, Mapping) and d.get("kind") == "ConfigMap" for d in docs):
             raise InvalidDocument("a multi-document YAML stream must hold only ConfigMaps")

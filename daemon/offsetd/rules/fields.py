@@ -7,7 +7,6 @@ keys are errors) and immutable.
 
 from __future__ import annotations
 
-import re
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -22,6 +21,7 @@ from pydantic import (
 
 from offsetd.events.failures import FailureClass
 from offsetd.events.models import EventKind
+from offsetd.saferegex import check_regex
 
 __all__ = [
     "GLOB_TAG",
@@ -64,11 +64,7 @@ def _upper(value: Any) -> Any:
 
 
 def _check_regex(value: str) -> str:
-    try:
-        re.compile(value)
-    except re.error as exc:
-        raise ValueError(f"invalid regex: {exc}") from None
-    return value
+    return check_regex(value)  # RE2: refused here, with the file and line, not at match time
 
 
 def _check_glob(value: str) -> str:
@@ -85,7 +81,7 @@ class RuleModel(BaseModel):
 
 
 class RegexPattern(RuleModel):
-    """`{regex: "orders-(eu|us)-sink"}`: a Python regex that must match the whole value."""
+    """`{regex: "orders-(eu|us)-sink"}`: a regex (RE2 syntax) that must match the whole value."""
 
     regex: RegexStr
 

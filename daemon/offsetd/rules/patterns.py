@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
 from offsetd.rules.fields import RegexPattern
+from offsetd.saferegex import RegexRefused, compile_regex
 
 __all__ = ["LastValue", "NameMatcher", "any_regex", "substrings_only"]
 
@@ -69,7 +70,8 @@ def substrings_only(patterns: Sequence[str]) -> bool:
 def any_regex(
     patterns: Sequence[str], how: Literal["search", "fullmatch"]
 ) -> Callable[[str], bool]:
-    """Whether any of the regexes matches, compiled into one alternation when possible.
+    """Whether any of the regexes matches, compiled into one alternation when possible (RE2:
+    linear in the text, whatever the rule's author wrote; `offsetd.saferegex`).
 
     Searches for plain text (no regex syntax; the common case for messages), optionally after
     `(?i)`, are substring tests, many times faster than `re` on a 4 KiB trace head.
@@ -89,9 +91,9 @@ def any_regex(
         if not regexes:
             return _substrings(tuple(plain), tuple(folded))
     try:
-        joined = re.compile("|".join(_scoped(p) for p in patterns))
-    except re.error:  # flags that cannot be scoped: compile each on its own
-        compiled = [getattr(re.compile(p), how) for p in patterns]
+        joined = compile_regex("|".join(_scoped(p) for p in patterns))
+    except RegexRefused:  # flags that cannot be scoped: compile each on its own
+        compiled = [getattr(compile_regex(p), how) for p in patterns]
         return lambda value: any(match(value) is not None for match in compiled)
     match = getattr(joined, how)
     required = _required_literals(patterns) if how == "search" else None
@@ -193,26 +195,40 @@ def _substrings(plain: tuple[str, ...], folded: tuple[str, ...]) -> Callable[[st
 
 
 class NameMatcher:
-    """Globs and regexes compiled into one fullmatch; literal names use a set lookup."""
+    """Literal names as a set lookup, globs as one `re` fullmatch (fnmatch builds them from
+    parts that cannot backtrack badly), regexes as one RE2 fullmatch."""
 
     __slots__ = ("_fullmatch", "_literals", "cache", "text")
 
     def __init__(self, patterns: Sequence[str | RegexPattern]) -> None:
         literals: set[str] = set()
-        parts: list[str] = []
+        globs: list[str] = []
+        regexes: list[str] = []
         shown: list[str] = []
         for pattern in patterns:
             if isinstance(pattern, RegexPattern):
-                parts.append(pattern.regex)
+                regexes.append(pattern.regex)
                 shown.append(f"regex {pattern.regex!r}")
             else:
                 shown.append(repr(pattern))
                 if _GLOB_CHARS.isdisjoint(pattern):
                     literals.add(pattern)
                 else:
-                    parts.append(fnmatch.translate(pattern))
+                    globs.append(fnmatch.translate(pattern))
         self._literals = frozenset(literals)
-        self._fullmatch = any_regex(parts, "fullmatch") if parts else None
+        matchers: list[Callable[[str], bool]] = []
+        if globs:
+            glob_match = re.compile("|".join(globs)).fullmatch
+            matchers.append(lambda value: glob_match(value) is not None)
+        if regexes:
+            matchers.append(any_regex(regexes, "fullmatch"))
+        self._fullmatch: Callable[[str], bool] | None = (
+            None
+            if not matchers
+            else matchers[0]
+            if len(matchers) == 1
+            else lambda value: any(match(value) for match in matchers)
+        )
         # value -> result; predicates look here first, inline (the same names repeat)
         self.cache: dict[str, bool] = {}
         self.text = " or ".join(shown)
