@@ -10,12 +10,13 @@ import re
 from pathlib import Path
 from typing import Annotated, Literal, Self
 
-from pydantic import AfterValidator, Field, SecretStr, model_validator
+from pydantic import AfterValidator, Field, model_validator
 
 from offsetd.config.fields import (
     ConfigModel,
     HttpUrl,
     NonEmptyStr,
+    Secret,
     TopicName,
     none_to_empty,
     paired,
@@ -30,7 +31,7 @@ class ConnectAuth(ConfigModel):
     """HTTP basic auth for the Connect REST API."""
 
     username: NonEmptyStr
-    password: SecretStr
+    password: Secret
 
 
 class ConnectTls(ConfigModel):

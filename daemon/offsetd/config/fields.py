@@ -6,21 +6,33 @@ topic names and aliases. `is_secret_property` says which client property values 
 
 from __future__ import annotations
 
+import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from contextvars import ContextVar
+from pathlib import Path
 from typing import Annotated, Any
 from urllib.parse import urlsplit
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, StringConstraints
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    SecretStr,
+    StringConstraints,
+)
 
 __all__ = [
     "REDACTED",
+    "SECRET_ENVIRON",
     "Alias",
     "BootstrapServers",
     "ClientProperties",
     "ConfigModel",
     "HttpUrl",
     "NonEmptyStr",
+    "Secret",
     "TopicName",
     "is_secret_property",
     "none_to_empty",
@@ -104,6 +116,42 @@ def _scalar_to_str(value: Any) -> Any:
     return value
 
 
+# The environment `{env: NAME}` reads: `load_settings`'s own (os.environ unless a test gives one).
+SECRET_ENVIRON: ContextVar[Mapping[str, str] | None] = ContextVar(
+    "offsetd_secret_environ", default=None
+)
+
+
+def _secret_source(value: Any) -> Any:
+    """A secret written as `{file: /path}` (a mounted Kubernetes Secret key, read once at load;
+    one trailing newline dropped) or `{env: NAME}` (any variable, e.g. from `secretKeyRef`).
+
+    Errors name the file or the variable, never any part of the value.
+    """
+    if not isinstance(value, dict) or set(value) not in ({"file"}, {"env"}):
+        return value
+    if "file" in value:
+        where = Path(str(value["file"]))
+        try:
+            text = where.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise ValueError(f"secret file {where} does not exist") from None
+        except UnicodeDecodeError:
+            raise ValueError(f"secret file {where} is not UTF-8 text") from None
+        except OSError as exc:
+            raise ValueError(f"cannot read secret file {where}: {exc.strerror}") from None
+        text = text.removesuffix("\n").removesuffix("\r")
+        if not text:
+            raise ValueError(f"secret file {where} is empty")
+        return text
+    name = str(value["env"])
+    environ = SECRET_ENVIRON.get()
+    found = (os.environ if environ is None else environ).get(name)
+    if not found:
+        raise ValueError(f"environment variable {name} (named by this secret) is not set")
+    return found
+
+
 def none_to_empty(factory: Callable[[], object]) -> BeforeValidator:
     # `dlq_topics:` with every entry commented out is YAML null; treat it as empty.
     return BeforeValidator(lambda value: factory() if value is None else value)
@@ -114,8 +162,14 @@ Alias = Annotated[str, AfterValidator(_check_alias)]
 NonEmptyStr = Annotated[str, StringConstraints(min_length=1)]
 BootstrapServers = Annotated[str, AfterValidator(_check_bootstrap)]
 HttpUrl = Annotated[str, AfterValidator(_check_url)]
+# A password, a key's password, a webhook URL with a token: inline, `{file: ...}` or `{env: ...}`.
+Secret = Annotated[SecretStr, BeforeValidator(_secret_source)]
 ClientProperties = Annotated[
-    dict[NonEmptyStr, Annotated[str, BeforeValidator(_scalar_to_str)]], none_to_empty(dict)
+    dict[
+        NonEmptyStr,
+        Annotated[str, BeforeValidator(_scalar_to_str), BeforeValidator(_secret_source)],
+    ],
+    none_to_empty(dict),
 ]
 
 

@@ -11,7 +11,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal, Self
 
-from pydantic import BeforeValidator, Field, SecretStr, field_serializer, model_validator
+from pydantic import BeforeValidator, Field, field_serializer, model_validator
 
 from offsetd.config.fields import (
     REDACTED,
@@ -19,6 +19,7 @@ from offsetd.config.fields import (
     ClientProperties,
     ConfigModel,
     NonEmptyStr,
+    Secret,
     is_secret_property,
     paired,
     upper,
@@ -37,7 +38,7 @@ class KafkaTls(ConfigModel):
     ca_file: Path | None = None
     cert_file: Path | None = None
     key_file: Path | None = None
-    key_password: SecretStr | None = None
+    key_password: Secret | None = None
     check_hostname: bool = True
 
     @model_validator(mode="after")
@@ -53,7 +54,7 @@ class KafkaTls(ConfigModel):
 class KafkaSasl(ConfigModel):
     mechanism: Annotated[SaslMechanism, BeforeValidator(upper)]
     username: NonEmptyStr
-    password: SecretStr
+    password: Secret
 
 
 # Properties client_config() derives from dedicated fields; client_properties may not set them.

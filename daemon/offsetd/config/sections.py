@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Self
 
-from pydantic import Field, SecretStr, model_validator
+from pydantic import Field, model_validator
 
 from offsetd.config.connect_clusters import ConnectorScope
 from offsetd.config.fields import (
@@ -16,6 +16,7 @@ from offsetd.config.fields import (
     ClientProperties,
     ConfigModel,
     NonEmptyStr,
+    Secret,
     TopicName,
     is_secret_property,
     none_to_empty,
@@ -139,7 +140,7 @@ class RemediationSettings(ConfigModel):
     # Named webhook URLs a notify action can name instead of a URL (`webhook: oncall`): a URL
     # whose path is a token belongs here, set from a secret
     # (`OFFSETD_REMEDIATION__WEBHOOKS__ONCALL`), not in the rules.
-    webhooks: dict[Annotated[str, Field(pattern=r"^[A-Za-z0-9_-]{1,64}$")], SecretStr] = Field(
+    webhooks: dict[Annotated[str, Field(pattern=r"^[A-Za-z0-9_-]{1,64}$")], Secret] = Field(
         default_factory=dict
     )
     max_retries: Annotated[int, Field(ge=0, le=20)] = 5  # Connect 409/500/no answer, per step

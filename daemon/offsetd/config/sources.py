@@ -17,6 +17,7 @@ from pydantic import ValidationError
 from pydantic_settings import BaseSettings, EnvSettingsSource, SettingsError
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 
+from offsetd.config.fields import SECRET_ENVIRON
 from offsetd.config.locating import Locator, format_errors
 from offsetd.config.settings import ENV_NESTED_DELIMITER, ENV_PREFIX, PREPARED_INPUT, Settings
 from offsetd.errors import ConfigError
@@ -60,11 +61,13 @@ def load_settings(path: Path | None, environ: Mapping[str, str] | None = None) -
         raise ConfigError(_env_parse_message(str(exc), environ)) from None
 
     token = PREPARED_INPUT.set(_deep_merge(file_data, env_data))
+    environ_token = SECRET_ENVIRON.set(environ)
     try:
         return Settings()
     except ValidationError as exc:
         errors = exc.errors(include_url=False, include_input=False)
     finally:
+        SECRET_ENVIRON.reset(environ_token)
         PREPARED_INPUT.reset(token)
     # Raised outside the except block: the ValidationError (which prints input values,
     # possibly secrets) must not ride along as __context__ into tracebacks or logs.
