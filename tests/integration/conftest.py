@@ -16,6 +16,7 @@ from tests.integration.strimzi_env import StrimziNamespace, new_namespace
 
 REPO = Path(__file__).resolve().parents[2]
 TEST_STACK_DIR = REPO / ".offsetd" / "test-stack"
+TEST_SECURE_STACK_DIR = REPO / ".offsetd" / "test-secure-stack"
 
 
 @pytest.fixture(scope="session")
@@ -38,6 +39,35 @@ def stack() -> Iterator[StackInfo]:
         yield info
     finally:
         local.down()
+
+
+@pytest.fixture(scope="session")
+def secure_stack() -> Iterator[StackInfo]:
+    """The secure variant (`offsetd dev up --secure`): SASL_SSL brokers with ACLs, HTTPS +
+    basic-auth Connect. Started on first use, next to the plaintext stack; reused from
+    OFFSETD_TEST_REUSE_SECURE_STACK=<run dir> like the plaintext one."""
+    reuse = os.environ.get("OFFSETD_TEST_REUSE_SECURE_STACK")
+    if reuse:
+        yield Stack(Path(reuse)).info()
+        return
+    local = Stack(TEST_SECURE_STACK_DIR, log=print)
+    local.down()
+    info = local.up(workers=1, secure=True)
+    try:
+        yield info
+    finally:
+        local.down()
+
+
+@pytest.fixture(scope="session")
+def secure_yaml(secure_stack: StackInfo, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """offsetd.yaml for the secure stack: offsetd's own principal, passwords as files."""
+    from ruamel.yaml import YAML
+
+    path = tmp_path_factory.mktemp("secure-config") / "offsetd.yaml"
+    with path.open("w") as out:
+        YAML().dump(secure_stack.offsetd_config(), out)
+    return path
 
 
 @pytest.fixture(scope="session")

@@ -82,6 +82,12 @@ def dev() -> None:
     show_default=True,
     help="--k8s: seconds between the stand-in operator's full reconciles.",
 )
+@click.option(
+    "--secure",
+    is_flag=True,
+    help="SASL_SSL (SCRAM-SHA-512) brokers with ACLs, and Connect's REST API over HTTPS with "
+    "basic auth; `dev env --write-config` writes offsetd's credentials as files.",
+)
 def up(
     run_dir: Path,
     detach: bool,
@@ -91,6 +97,7 @@ def up(
     k8s: bool,
     strimzi_crds: str,
     reconcile_interval: float,
+    secure: bool,
 ) -> None:
     """Start two KRaft clusters, a Connect worker group and the MM2 set on loopback."""
     stack = Stack(run_dir, log=_say)
@@ -109,6 +116,7 @@ def up(
             timeout_s=timeout,
             k8s=strimzi_crds if k8s else None,
             reconcile_interval_s=reconcile_interval,
+            secure=secure,
         )
     except DevStackError as exc:
         _fail(exc)

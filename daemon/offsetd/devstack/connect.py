@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ssl
 import time
 from collections import Counter
 from dataclasses import dataclass
@@ -12,6 +13,7 @@ import httpx
 
 from offsetd.devstack.errors import DevStackError
 from offsetd.devstack.ports import HOST
+from offsetd.devstack.security import StackSecurity
 
 __all__ = [
     "JSON_CONVERTER",
@@ -47,8 +49,24 @@ class WorkerGroup:
     configs_topic: str = "connect-configs"
     status_topic: str = "connect-status"
     flush_interval_ms: int = 1000
+    security: StackSecurity | None = None  # None: HTTP REST, PLAINTEXT clients
+
+    @property
+    def scheme(self) -> str:
+        return "http" if self.security is None else "https"
 
     def worker_properties(self, rest_port: int) -> dict[str, str | int]:
+        props = self._plain_properties(rest_port)
+        if self.security is not None:
+            props.update(self.security.connect_worker_properties(HOST, rest_port))
+        return props
+
+    def jvm_options(self) -> tuple[str, ...]:
+        if self.security is None:
+            return ()
+        return (f"-Djava.security.auth.login.config={self.security.connect_jaas_file()}",)
+
+    def _plain_properties(self, rest_port: int) -> dict[str, str | int]:
         return {
             "bootstrap.servers": self.bootstrap,
             "group.id": self.group_id,
@@ -77,9 +95,19 @@ class WorkerGroup:
 class ConnectRest:
     """The few REST calls the stack itself needs (the offsets toolkit has the full client)."""
 
-    def __init__(self, url: str, timeout_s: float = 10.0) -> None:
+    def __init__(
+        self,
+        url: str,
+        timeout_s: float = 10.0,
+        *,
+        auth: tuple[str, str] | None = None,
+        ca_file: str | None = None,
+    ) -> None:
         self.url = url
-        self._client = httpx.Client(base_url=url, timeout=timeout_s)
+        verify: ssl.SSLContext | bool = True
+        if ca_file is not None:
+            verify = ssl.create_default_context(cafile=ca_file)
+        self._client = httpx.Client(base_url=url, timeout=timeout_s, auth=auth, verify=verify)
 
     def close(self) -> None:
         self._client.close()

@@ -34,6 +34,7 @@ def java_command(
     log_config: Path,
     logs_dir: Path,
     heap_mb: int,
+    jvm_options: tuple[str, ...] = (),
 ) -> list[str]:
     """The equivalent of Kafka's bin/kafka-run-class.sh, without the scripts.
 
@@ -49,6 +50,7 @@ def java_command(
         "-Djava.awt.headless=true",
         f"-Dkafka.logs.dir={logs_dir}",
         f"-Dlog4j2.configurationFile={log_config}",
+        *jvm_options,
         "-cp",
         f"{jar_dir}/*",
         main_class,

@@ -14,6 +14,7 @@ from confluent_kafka.admin import AdminClient
 from offsetd.devstack.errors import DevStackError
 from offsetd.devstack.jvm import java_command, render_properties, write_log_config
 from offsetd.devstack.ports import HOST
+from offsetd.devstack.security import StackSecurity
 
 __all__ = ["KafkaNode", "is_ready", "new_cluster_id", "prepare"]
 
@@ -36,13 +37,29 @@ class KafkaNode:
     controller_port: int
     cluster_id: str
     data_dir: Path
+    security: StackSecurity | None = None  # None: PLAINTEXT, no authorizer
 
     @property
     def bootstrap(self) -> str:
         return f"{HOST}:{self.broker_port}"
 
+    def admin_config(self) -> dict[str, str]:
+        """librdkafka settings of the stack's own administrator (a super user when secure)."""
+        conf = {"bootstrap.servers": self.bootstrap}
+        if self.security is not None:
+            conf.update(self.security.client_config("admin"))
+        return conf
+
     def properties(self) -> dict[str, str | int]:
         """Settings for one node; every replication factor is 1, since there is one broker."""
+        props = self._plain_properties()
+        if self.security is not None:
+            props.update(
+                self.security.broker_properties(HOST, self.broker_port, self.controller_port)
+            )
+        return props
+
+    def _plain_properties(self) -> dict[str, str | int]:
         return {
             "process.roles": "broker,controller",
             "node.id": 1,
@@ -76,11 +93,12 @@ def prepare(
     props_file = config_dir / f"{node.alias}.properties"
     props_file.write_text(render_properties(node.properties()))
     tool_log = write_log_config(config_dir, "tools", "warn")
+    scram = node.security.scram_format_args() if node.security is not None else []
     fmt = java_command(
         java,
         jar_dir,
         "kafka.tools.StorageTool",
-        ["format", "-t", node.cluster_id, "-c", str(props_file)],
+        ["format", "-t", node.cluster_id, "-c", str(props_file), *scram],
         log_config=tool_log,
         logs_dir=logs_dir,
         heap_mb=256,
@@ -102,9 +120,7 @@ def prepare(
 
 def is_ready(node: KafkaNode) -> bool:
     """The broker answers a metadata request, and with our cluster id (not a stranger's)."""
-    admin = AdminClient(
-        {"bootstrap.servers": node.bootstrap, "socket.timeout.ms": 2000, "log_level": 0}
-    )
+    admin = AdminClient({**node.admin_config(), "socket.timeout.ms": 2000, "log_level": 0})
     try:
         metadata = admin.list_topics(timeout=2)
     except KafkaException:

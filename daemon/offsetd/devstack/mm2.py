@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from offsetd.devstack.security import StackSecurity
+
 __all__ = [
     "AUDIT_CONNECTOR",
     "AUDIT_GROUP",
@@ -42,8 +44,20 @@ class Mm2Set:
     east_bootstrap: str
     west_bootstrap: str
     audit_file: str
+    # Secure stack: MM2's own clients of both clusters authenticate as `mm2`; the records it
+    # writes go through the worker's producer (`connect`).
+    security: StackSecurity | None = None
 
     def _common(self, source: str, target: str) -> dict[str, str]:
+        security = {}
+        if self.security is not None:
+            security = {
+                **self.security.java_client_properties("mm2", "source.cluster."),
+                **self.security.java_client_properties("mm2", "target.cluster."),
+            }
+        return {**self._plain_common(source, target), **security}
+
+    def _plain_common(self, source: str, target: str) -> dict[str, str]:
         bootstraps = {SOURCE: self.east_bootstrap, TARGET: self.west_bootstrap}
         return {
             "source.cluster.alias": source,

@@ -20,11 +20,19 @@ from typing import Any
 from confluent_kafka.admin import AdminClient
 
 from offsetd.devstack import connect, kafka, mm2, procs, strimzi_resources
+from offsetd.devstack.connect import ConnectRest
 from offsetd.devstack.errors import DevStackError
 from offsetd.devstack.jars import ensure_kafka_jars, java_executable
 from offsetd.devstack.jvm import java_command, render_properties, write_log_config
 from offsetd.devstack.kube import KubeCluster
 from offsetd.devstack.ports import HOST, check_bindable, free_ports
+from offsetd.devstack.security import (
+    SASL_MECHANISM,
+    STACK_ACLS,
+    StackSecurity,
+    grant_acls,
+    load_or_make,
+)
 from offsetd.durations import format_duration
 
 __all__ = ["CONNECT_CLUSTER_NAME", "Stack", "StackInfo"]
@@ -46,6 +54,23 @@ class StackInfo:
     jar_dir: str = ""
     logs: dict[str, str] = field(default_factory=dict)
     kubernetes: dict[str, Any] = field(default_factory=dict)  # `dev up --k8s`: the API server
+    # `dev up --secure`: the CA, the admin's and offsetd's credentials (see devstack.security)
+    security: dict[str, Any] = field(default_factory=dict)
+
+    def admin_config(self, alias: str) -> dict[str, str]:
+        """librdkafka settings of the stack's administrator on cluster `alias`."""
+        return {"bootstrap.servers": self.clusters[alias]["bootstrap.servers"]} | dict(
+            self.security.get("admin_client", {})
+        )
+
+    def connect_rest(self, url: str | None = None) -> ConnectRest:
+        """The stack's own REST client of a worker (the admin user over HTTPS when secure)."""
+        auth = self.security.get("rest_admin")
+        return ConnectRest(
+            url or self.connect["url"],
+            auth=(auth[0], auth[1]) if auth else None,
+            ca_file=self.security.get("ca_pem"),
+        )
 
     def as_env(self) -> dict[str, Any]:
         return {
@@ -55,6 +80,7 @@ class StackInfo:
             "run_dir": self.run_dir,
             "logs": self.logs,
             **({"kubernetes": self.kubernetes} if self.kubernetes else {}),
+            **({"secure": True} if self.security else {}),
         }
 
     def offsetd_config(self, *, strimzi: bool = False) -> dict[str, Any]:
@@ -75,13 +101,35 @@ class StackInfo:
         return config
 
     def _plain_config(self) -> dict[str, Any]:
+        kafka_security: dict[str, Any] = {}
+        connect_security: dict[str, Any] = {}
+        if self.security:
+            # offsetd's own principal; its passwords by reference to files in the run dir
+            ca = self.security["ca_pem"]
+            kafka_security = {
+                "security_protocol": "SASL_SSL",
+                "tls": {"ca_file": ca},
+                "sasl": {
+                    "mechanism": self.security["sasl_mechanism"],
+                    "username": "offsetd",
+                    "password": {"file": self.security["offsetd_kafka_password_file"]},
+                },
+            }
+            connect_security = {
+                "auth": {
+                    "username": "offsetd",
+                    "password": {"file": self.security["offsetd_rest_password_file"]},
+                },
+                "tls": {"ca_file": ca},
+            }
         return {
             "kafka_clusters": {
-                alias: {"bootstrap_servers": c["bootstrap.servers"]}
+                alias: {"bootstrap_servers": c["bootstrap.servers"], **kafka_security}
                 for alias, c in self.clusters.items()
             },
             "connect_clusters": {
                 CONNECT_CLUSTER_NAME: {
+                    **connect_security,
                     "url": self.connect["url"],
                     "kafka_cluster": self.connect["kafka_cluster"],
                     "group_id": self.connect["group.id"],
@@ -136,11 +184,16 @@ class Stack:
         *,
         k8s: str | None = None,
         reconcile_interval_s: float = 120.0,
+        secure: bool = False,
     ) -> StackInfo:
         """Start the stack; `k8s` (a Strimzi release of the CRDs, e.g. "1.2.0") also starts
-        a Kubernetes API server describing it, and the stand-in operator."""
+        a Kubernetes API server describing it, and the stand-in operator. `secure`: SASL_SSL
+        brokers with ACLs and HTTPS + basic-auth Connect (`devstack.security`)."""
         if workers < 1:
             raise DevStackError("--workers must be at least 1")
+        if secure and k8s is not None:
+            # the stand-in operator speaks plain HTTP to Connect
+            raise DevStackError("--secure and --k8s cannot be combined yet")
         if self.live_processes():
             raise DevStackError(
                 f"a local stack is already running in {self.run_dir}; "
@@ -151,8 +204,14 @@ class Stack:
         jar_dir = ensure_kafka_jars()
         self._fresh_run_dir()
         ports = self._ports(2 * _PORTS_PER_KAFKA + workers, base_port)
+        security = None
+        if secure:
+            self.log("making the secure stack's CA, certificates and passwords")
+            security = load_or_make(java, self.run_dir / "security")
         try:
-            info = self._start(java, jar_dir, ports, workers, time.monotonic() + timeout_s)
+            info = self._start(
+                java, jar_dir, ports, workers, time.monotonic() + timeout_s, security
+            )
             if k8s is not None:
                 info.kubernetes = self._start_k8s(info, k8s, reconcile_interval_s)
         except BaseException:
@@ -162,6 +221,7 @@ class Stack:
             raise
         info.started_in_s = round(time.monotonic() - started, 1)
         self._state_file.write_text(json.dumps(info.__dict__, indent=2))
+        self._state_file.chmod(0o600)  # a secure stack's admin credentials are in it
         return info
 
     def spawn_extra(self, name: str, argv: list[str]) -> procs.ProcessRecord:
@@ -212,7 +272,13 @@ class Stack:
         return record
 
     def _start(
-        self, java: str, jar_dir: Path, ports: list[int], workers: int, deadline: float
+        self,
+        java: str,
+        jar_dir: Path,
+        ports: list[int],
+        workers: int,
+        deadline: float,
+        security: StackSecurity | None = None,
     ) -> StackInfo:
         config_dir, logs_dir = self.run_dir / "config", self.run_dir / "logs"
         nodes = {
@@ -222,6 +288,7 @@ class Stack:
                 controller_port=ports[2 * i + 1],
                 cluster_id=kafka.new_cluster_id(),
                 data_dir=self.run_dir / "data" / alias,
+                security=security,
             )
             for i, alias in enumerate((mm2.SOURCE, mm2.TARGET))
         }
@@ -238,8 +305,13 @@ class Stack:
                 partial(kafka.is_ready, node),
             )
 
+        if security is not None:
+            for node in nodes.values():
+                self.log(f"granting the ACLs on {node.alias}")
+                grant_acls(node.admin_config(), STACK_ACLS)
+
         west = nodes[mm2.TARGET]
-        group = connect.WorkerGroup(bootstrap=west.bootstrap)
+        group = connect.WorkerGroup(bootstrap=west.bootstrap, security=security)
         urls = []
         worker_records = []
         log_config = write_log_config(config_dir, "connect", "info")
@@ -254,11 +326,21 @@ class Stack:
                 log_config=log_config,
                 logs_dir=logs_dir,
                 heap_mb=768,
+                jvm_options=group.jvm_options(),
             )
-            self.log(f"starting Connect worker {index} on http://{HOST}:{port}")
+            url = f"{group.scheme}://{HOST}:{port}"
+            self.log(f"starting Connect worker {index} on {url}")
             worker_records.append(self._spawn(f"connect-{index}", argv))
-            urls.append(f"http://{HOST}:{port}")
-        rests = [connect.ConnectRest(url) for url in urls]
+            urls.append(url)
+        described = _security_info(security) if security is not None else {}
+        rests = [
+            connect.ConnectRest(
+                url,
+                auth=security.rest_auth() if security is not None else None,
+                ca_file=str(security.tls.ca_pem) if security is not None else None,
+            )
+            for url in urls
+        ]
         try:
             for record, rest in zip(worker_records, rests, strict=True):
                 self._wait(
@@ -267,7 +349,7 @@ class Stack:
                     deadline,
                     partial(connect.is_ready, rest, west.cluster_id),
                 )
-            self._start_mm2(rests[0], nodes, worker_records, deadline)
+            self._start_mm2(rests[0], nodes, worker_records, deadline, security)
         finally:
             for rest in rests:
                 rest.close()
@@ -306,6 +388,7 @@ class Stack:
             },
             jar_dir=str(jar_dir),
             logs={r.name: r.log for r in self._records},
+            security=described,
         )
 
     def _start_k8s(self, info: StackInfo, release: str, interval_s: float) -> dict[str, Any]:
@@ -313,7 +396,7 @@ class Stack:
         cluster = KubeCluster(self.run_dir / "k8s", log=self.log)
         kube = cluster.up(free_ports(3), strimzi_release=release)
         self._records += procs.load(cluster.run_dir / "processes.json")  # so a failure stops them
-        rest = connect.ConnectRest(info.connect["url"])
+        rest = info.connect_rest()
         client = cluster.admin_client()
         try:
             for doc in _stack_resources(info, rest, kube.strimzi_api):
@@ -345,15 +428,17 @@ class Stack:
         nodes: dict[str, kafka.KafkaNode],
         workers: list[procs.ProcessRecord],
         deadline: float,
+        security: StackSecurity | None = None,
     ) -> None:
         mirror = mm2.Mm2Set(
             east_bootstrap=nodes[mm2.SOURCE].bootstrap,
             west_bootstrap=nodes[mm2.TARGET].bootstrap,
             audit_file=str(self.run_dir / "data" / "heartbeat-audit.txt"),
+            security=security,
         )
         self.log("creating the MirrorMaker 2 set")
         rest.put_config(mm2.HEARTBEAT_CONNECTOR, mirror.heartbeat())
-        east_admin = AdminClient({"bootstrap.servers": nodes[mm2.SOURCE].bootstrap, "log_level": 0})
+        east_admin = AdminClient({**nodes[mm2.SOURCE].admin_config(), "log_level": 0})
         # The audit group must not subscribe before the heartbeat connector created the topic.
         self._wait(
             "the heartbeats topic on east",
@@ -404,6 +489,29 @@ class Stack:
                     f"{what} was not ready in time; see {record.log} for what it was doing"
                 )
             time.sleep(0.5)
+
+
+def _security_info(security: StackSecurity) -> dict[str, Any]:
+    """What `StackInfo.security` holds: offsetd's passwords as files (`{file: ...}` in the
+    config `dev env` writes), the admin's credentials for the stack and its tests."""
+    folder = security.folder
+    kafka_password = folder / "offsetd-kafka-password"
+    rest_password = folder / "offsetd-rest-password"
+    for path, value in (
+        (kafka_password, security.passwords["offsetd"]),
+        (rest_password, security.rest_passwords["offsetd"]),
+    ):
+        path.write_text(value + "\n")
+        path.chmod(0o600)
+    return {
+        "ca_pem": str(security.tls.ca_pem),
+        "sasl_mechanism": SASL_MECHANISM,
+        "offsetd_kafka_password_file": str(kafka_password),
+        "offsetd_rest_password_file": str(rest_password),
+        "admin_client": security.client_config("admin"),
+        "rest_admin": list(security.rest_auth()),
+        "folder": str(folder),
+    }
 
 
 def _stack_resources(
