@@ -129,3 +129,63 @@ def test_offsets_list_over_https_with_basic_auth(secure_yaml: Path) -> None:
     assert done.returncode == 0, done.stderr
     listed = json.loads(done.stdout)
     assert listed, done.stdout
+
+
+# -- the main job: the daemon heals a poison record as offsetd's principal ----------------------
+
+
+def _secrets(stack: StackInfo) -> list[str]:
+    folder = Path(stack.security["folder"])
+    saved = json.loads((folder / "passwords.json").read_text())
+    store = (folder / "tls" / "store-password").read_text().strip()
+    return [*saved["passwords"].values(), *saved["rest_passwords"].values(), store]
+
+
+def test_the_demo_heals_a_poison_record_on_the_secure_stack(
+    secure_stack: StackInfo, tmp_path: Path
+) -> None:
+    """`offsetd dev demo --secure`: ingest, the skip saga, quarantine and audit, with offsetd's
+    principal and its ACLs only; its config names password files; nothing it wrote or said
+    holds a password."""
+    from offsetd.devstack.demo import run_demo
+    from offsetd.devstack.stack import Stack
+
+    local = Stack(Path(secure_stack.run_dir))
+    said: list[str] = []
+    config = tmp_path / "offsetd.yaml"
+    try:
+        records = run_demo(local, config, said.append, secure=True)
+        metrics = httpx.get(
+            f"http://127.0.0.1:{_web_port(config)}/metrics", timeout=10
+        ).text  # fmt: skip
+    finally:
+        assert local.stop_extra("offsetd-run") == ["offsetd-run"]
+    executed = [
+        r
+        for r in records
+        if r.get("kind") == "remediation"
+        and r["rule"] == "poison-record-skip"
+        and r["outcome"] == "executed"
+    ]
+    assert len(executed) == 1, executed
+    assert executed[0]["saga_status"] == "done"
+    assert executed[0]["quarantine"] is not None
+    assert any(line.startswith("quarantined: ") for line in said), said
+    assert any("delivered every record after the poison" in line for line in said)
+    assert "offsetd_" in metrics  # the daemon served its page
+
+    texts = {
+        "config": config.read_text(),
+        "said": "\n".join(said),
+        "audit": json.dumps(records),
+        "metrics": metrics,
+        "daemon log": Path(secure_stack.run_dir, "logs", "offsetd-run.log").read_text(),
+    }
+    for secret in _secrets(secure_stack):
+        assert not [name for name, text in texts.items() if secret in text]
+
+
+def _web_port(config: Path) -> int:
+    from ruamel.yaml import YAML
+
+    return int(YAML(typ="safe").load(config.read_text())["daemon"]["web_port"])

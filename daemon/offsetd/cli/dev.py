@@ -229,10 +229,16 @@ def _write_yaml(path: Path, data: dict[str, Any]) -> None:
     show_default=True,
     help="Where to write the config for the stack and the daemon.",
 )
-def demo(run_dir: Path, config_path: Path) -> None:
+@click.option(
+    "--secure",
+    is_flag=True,
+    help="Start the secure stack if none runs (`dev up --secure`); the daemon runs as its own "
+    "least-privilege principal.",
+)
+def demo(run_dir: Path, config_path: Path, secure: bool) -> None:
     """The main job: the daemon (enforce mode) healing a sink from a real poison record."""
     try:
-        records = run_demo(Stack(run_dir, log=_say), config_path, _say)
+        records = run_demo(Stack(run_dir, log=_say), config_path, _say, secure=secure)
     except DevStackError as exc:
         _fail(exc)
     click.echo("offsetd history (decisions for the demo connector, newest first):")

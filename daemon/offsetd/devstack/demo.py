@@ -11,6 +11,7 @@ following record delivered. It returns the daemon's decisions and outcomes for t
 from __future__ import annotations
 
 import json
+import ssl
 import sys
 import time
 from collections.abc import Callable
@@ -38,14 +39,18 @@ AUDIT_TOPIC = "offsetd.audit"
 QUARANTINE_TOPIC = "offsetd.quarantine"
 
 
-def run_demo(stack: Stack, config_path: Path, say: Callable[[str], None]) -> list[dict[str, Any]]:
+def run_demo(
+    stack: Stack, config_path: Path, say: Callable[[str], None], *, secure: bool = False
+) -> list[dict[str, Any]]:
+    """`secure`: start a secure stack when none runs (a running one is used as it is); the
+    daemon then runs as offsetd's own principal, the demo itself as the stack's admin."""
     try:
         info = stack.info()
-        say(f"using the running stack in {info.run_dir}")
+        say(f"using the running {'secure ' if info.security else ''}stack in {info.run_dir}")
     except DevStackError:
-        say("starting the local stack")
-        info = stack.up()
-    west = info.clusters["west"]["bootstrap.servers"]
+        say(f"starting the local {'secure ' if secure else ''}stack")
+        info = stack.up(secure=secure)
+    west = info.admin_config("west")
     port = free_ports(1)[0]
     _write_config(info, config_path, port)
     say(f"wrote {config_path}")
@@ -66,7 +71,14 @@ def run_demo(stack: Stack, config_path: Path, say: Callable[[str], None]) -> lis
     _wait(f"the daemon's /metrics on port {port}", lambda: _up(f"http://127.0.0.1:{port}/metrics"))
     say(f"offsetd run is up (enforce mode), metrics on http://127.0.0.1:{port}/metrics")
 
-    http = httpx.Client(base_url=info.connect["url"], timeout=30)
+    auth = info.security.get("rest_admin")
+    ca = info.security.get("ca_pem")
+    http = httpx.Client(
+        base_url=info.connect["url"],
+        timeout=30,
+        auth=(auth[0], auth[1]) if auth else None,
+        verify=ssl.create_default_context(cafile=ca) if ca else True,
+    )
     # A new name each run: a deleted connector's consumer group would resume at the poison record.
     connector = f"demo-orders-sink-{time.strftime('%H%M%S')}"
     path = f"/connectors/{quote(connector, safe='')}"
@@ -100,7 +112,7 @@ def run_demo(stack: Stack, config_path: Path, say: Callable[[str], None]) -> lis
         time.sleep(2)
     # The third failure is not waited for here: offsetd acts on it within a second or two
     # (stopping the connector), faster than a status poll could be sure to see FAILED.
-    conf = {"bootstrap.servers": west}
+    conf = west
     say("on its third failure offsetd quarantines the record, skips it and verifies the sink")
     _wait(
         "the skip to be executed and verified",
@@ -142,8 +154,8 @@ def _write_config(info: StackInfo, path: Path, port: int) -> None:
         YAML().dump(data, out)
 
 
-def _topics(bootstrap: str, names: list[str]) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+def _topics(conf: dict[str, str], names: list[str]) -> None:
+    admin = AdminClient(dict(conf))
     for future in admin.create_topics([NewTopic(n, 1, 1) for n in names]).values():
         try:
             future.result(timeout=30)
@@ -152,8 +164,8 @@ def _topics(bootstrap: str, names: list[str]) -> None:
                 raise
 
 
-def _produce(bootstrap: str, values: list[bytes]) -> list[int]:
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
+def _produce(conf: dict[str, str], values: list[bytes]) -> list[int]:
+    producer = Producer({**conf, "acks": "all"})
     offsets: list[int] = []
     for value in values:
         producer.produce(

@@ -7,6 +7,7 @@ point, or a later `down` after a crash, stops exactly what was started and nothi
 
 from __future__ import annotations
 
+import copy
 import json
 import shutil
 import sys
@@ -124,7 +125,10 @@ class StackInfo:
             }
         return {
             "kafka_clusters": {
-                alias: {"bootstrap_servers": c["bootstrap.servers"], **kafka_security}
+                alias: {
+                    "bootstrap_servers": c["bootstrap.servers"],
+                    **copy.deepcopy(kafka_security),
+                }
                 for alias, c in self.clusters.items()
             },
             "connect_clusters": {
