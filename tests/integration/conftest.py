@@ -19,55 +19,55 @@ TEST_STACK_DIR = REPO / ".offsetd" / "test-stack"
 TEST_SECURE_STACK_DIR = REPO / ".offsetd" / "test-secure-stack"
 
 
-@pytest.fixture(scope="session")
-def stack() -> Iterator[StackInfo]:
-    """Start the stack once; stale processes from a crashed earlier run are stopped first.
+def _session_stack(run_dir: Path, reuse_variable: str, *, secure: bool) -> Iterator[StackInfo]:
+    """Start a stack once; stale processes from a crashed earlier run are stopped first.
 
     The run folder is fixed so that a test run killed before teardown leaves PID records behind
     that the next run can use; `down` only signals processes whose start time still matches.
-    For quick local iterations, OFFSETD_TEST_REUSE_STACK=<run dir of `offsetd dev up --detach`>
-    runs the tests against that stack and leaves it running (CI never sets it).
+    For quick local iterations, `reuse_variable`=<run dir of `offsetd dev up --detach`> runs the
+    tests against that stack and leaves it running (CI never sets it).
     """
-    reuse = os.environ.get("OFFSETD_TEST_REUSE_STACK")
+    reuse = os.environ.get(reuse_variable)
     if reuse:
         yield Stack(Path(reuse)).info()
         return
-    local = Stack(TEST_STACK_DIR, log=print)
+    local = Stack(run_dir, log=print)
     local.down()
-    info = local.up(workers=1)
+    info = local.up(workers=1, secure=secure)
     try:
         yield info
     finally:
         local.down()
+
+
+def _config_file(info: StackInfo, folder: Path) -> Path:
+    """The offsetd.yaml for a stack, as `offsetd dev env --write-config` writes it."""
+    from ruamel.yaml import YAML
+
+    path = folder / "offsetd.yaml"
+    with path.open("w") as out:
+        YAML().dump(info.offsetd_config(), out)
+    return path
+
+
+@pytest.fixture(scope="session")
+def stack() -> Iterator[StackInfo]:
+    """The plaintext stack (OFFSETD_TEST_REUSE_STACK reuses one)."""
+    yield from _session_stack(TEST_STACK_DIR, "OFFSETD_TEST_REUSE_STACK", secure=False)
 
 
 @pytest.fixture(scope="session")
 def secure_stack() -> Iterator[StackInfo]:
     """The secure variant (`offsetd dev up --secure`): SASL_SSL brokers with ACLs, HTTPS +
-    basic-auth Connect. Started on first use, next to the plaintext stack; reused from
-    OFFSETD_TEST_REUSE_SECURE_STACK=<run dir> like the plaintext one."""
-    reuse = os.environ.get("OFFSETD_TEST_REUSE_SECURE_STACK")
-    if reuse:
-        yield Stack(Path(reuse)).info()
-        return
-    local = Stack(TEST_SECURE_STACK_DIR, log=print)
-    local.down()
-    info = local.up(workers=1, secure=True)
-    try:
-        yield info
-    finally:
-        local.down()
+    basic-auth Connect. Started on first use, next to the plaintext stack
+    (OFFSETD_TEST_REUSE_SECURE_STACK reuses one)."""
+    yield from _session_stack(TEST_SECURE_STACK_DIR, "OFFSETD_TEST_REUSE_SECURE_STACK", secure=True)
 
 
 @pytest.fixture(scope="session")
 def secure_yaml(secure_stack: StackInfo, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """offsetd.yaml for the secure stack: offsetd's own principal, passwords as files."""
-    from ruamel.yaml import YAML
-
-    path = tmp_path_factory.mktemp("secure-config") / "offsetd.yaml"
-    with path.open("w") as out:
-        YAML().dump(secure_stack.offsetd_config(), out)
-    return path
+    return _config_file(secure_stack, tmp_path_factory.mktemp("secure-config"))
 
 
 @pytest.fixture(scope="session")
@@ -88,12 +88,7 @@ def west(stack: StackInfo) -> str:
 @pytest.fixture(scope="session")
 def offsetd_yaml(stack: StackInfo, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The offsetd.yaml for the session's stack, as `offsetd dev env --write-config` writes it."""
-    from ruamel.yaml import YAML
-
-    path = tmp_path_factory.mktemp("config") / "offsetd.yaml"
-    with path.open("w") as out:
-        YAML().dump(stack.offsetd_config(), out)
-    return path
+    return _config_file(stack, tmp_path_factory.mktemp("config"))
 
 
 def _kube(release: str) -> Iterator[KubeCluster]:

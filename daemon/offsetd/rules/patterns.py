@@ -125,10 +125,15 @@ def _required_literals(patterns: Sequence[str]) -> tuple[list[str], list[str]] |
 
     (case-sensitive ones, lower-cased ASCII ones for `(?i)` patterns), or None when some
     pattern has none of at least three characters (then the regex always runs).
+
+    Patterns are read with Python's parser, which knows RE2's syntax but for POSIX classes:
+    it would read `[[:digit:]]abc` as a class and the literal `]abc`, so those get no prefilter.
     """
     plain: list[str] = []
     folded: list[str] = []
     for pattern in patterns:
+        if "[:" in pattern:
+            return None
         try:
             parsed = _sre_parser.parse(pattern)
         except (re.error, RecursionError):

@@ -328,6 +328,7 @@ PREFILTERED = [
     [r"(?m)^Caused by: \S+Timeout"],
     [r"a.b"],  # no literal of 3 characters: the regex always runs
     ["(?i)stra\u00dfe"],  # non-ASCII under (?i): no prefilter
+    [r"[[:digit:]]ms timed out"],  # a POSIX class (RE2): Python reads "]ms timed out"
 ]
 TEXTS = [
     "",
@@ -343,6 +344,7 @@ TEXTS = [
     "x\nCaused by: org.apache.kafka.common.errors.TimeoutException: t",
     "axb STRASSE stra\u00dfe",
     "\u212a timed out",
+    "request 42ms timed out",
 ]
 
 
