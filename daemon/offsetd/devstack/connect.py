@@ -93,7 +93,8 @@ class WorkerGroup:
 
 
 class ConnectRest:
-    """The few REST calls the stack itself needs (the offsets toolkit has the full client)."""
+    """The few REST calls the stack itself needs (the offsets toolkit has the full client);
+    `http` is its client (base URL, credentials, CA) for any other call."""
 
     def __init__(
         self,
@@ -107,27 +108,27 @@ class ConnectRest:
         verify: ssl.SSLContext | bool = True
         if ca_file is not None:
             verify = ssl.create_default_context(cafile=ca_file)
-        self._client = httpx.Client(base_url=url, timeout=timeout_s, auth=auth, verify=verify)
+        self.http = httpx.Client(base_url=url, timeout=timeout_s, auth=auth, verify=verify)
 
     def close(self) -> None:
-        self._client.close()
+        self.http.close()
 
     def root(self) -> dict[str, Any]:
-        response = self._client.get("/")
+        response = self.http.get("/")
         response.raise_for_status()
         result: dict[str, Any] = response.json()
         return result
 
     def plugins(self) -> list[tuple[str, str]]:
         """(class, type) pairs: a class may be both a converter and a header converter."""
-        response = self._client.get("/connector-plugins", params={"connectorsOnly": "false"})
+        response = self.http.get("/connector-plugins", params={"connectorsOnly": "false"})
         response.raise_for_status()
         return [(p["class"], p["type"]) for p in response.json()]
 
     def put_config(self, name: str, config: dict[str, str]) -> None:
         """Create or update a connector; idempotent, so a retried start-up is harmless."""
         for attempt in range(10):
-            response = self._client.put(f"/connectors/{quote(name, safe='')}/config", json=config)
+            response = self.http.put(f"/connectors/{quote(name, safe='')}/config", json=config)
             if response.status_code != 409:  # 409: the group is rebalancing
                 break
             time.sleep(0.5 * (attempt + 1))
@@ -137,12 +138,12 @@ class ConnectRest:
             )
 
     def config(self, name: str) -> dict[str, str]:
-        response = self._client.get(f"/connectors/{quote(name, safe='')}/config")
+        response = self.http.get(f"/connectors/{quote(name, safe='')}/config")
         response.raise_for_status()
         return {str(k): str(v) for k, v in response.json().items()}
 
     def status(self, name: str) -> dict[str, Any] | None:
-        response = self._client.get(f"/connectors/{quote(name, safe='')}/status")
+        response = self.http.get(f"/connectors/{quote(name, safe='')}/status")
         if response.status_code == 404:
             return None
         response.raise_for_status()

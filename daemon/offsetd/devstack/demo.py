@@ -11,7 +11,6 @@ following record delivered. It returns the daemon's decisions and outcomes for t
 from __future__ import annotations
 
 import json
-import ssl
 import sys
 import time
 from collections.abc import Callable
@@ -71,14 +70,7 @@ def run_demo(
     _wait(f"the daemon's /metrics on port {port}", lambda: _up(f"http://127.0.0.1:{port}/metrics"))
     say(f"offsetd run is up (enforce mode), metrics on http://127.0.0.1:{port}/metrics")
 
-    auth = info.security.get("rest_admin")
-    ca = info.security.get("ca_pem")
-    http = httpx.Client(
-        base_url=info.connect["url"],
-        timeout=30,
-        auth=(auth[0], auth[1]) if auth else None,
-        verify=ssl.create_default_context(cafile=ca) if ca else True,
-    )
+    http = info.connect_rest(timeout_s=30).http  # the admin over HTTPS on a secure stack
     # A new name each run: a deleted connector's consumer group would resume at the poison record.
     connector = f"demo-orders-sink-{time.strftime('%H%M%S')}"
     path = f"/connectors/{quote(connector, safe='')}"

@@ -64,11 +64,12 @@ class StackInfo:
             self.security.get("admin_client", {})
         )
 
-    def connect_rest(self, url: str | None = None) -> ConnectRest:
+    def connect_rest(self, url: str | None = None, timeout_s: float = 10.0) -> ConnectRest:
         """The stack's own REST client of a worker (the admin user over HTTPS when secure)."""
         auth = self.security.get("rest_admin")
         return ConnectRest(
             url or self.connect["url"],
+            timeout_s,
             auth=(auth[0], auth[1]) if auth else None,
             ca_file=self.security.get("ca_pem"),
         )
