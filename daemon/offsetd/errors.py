@@ -44,7 +44,12 @@ script may want to tell apart has its own code::
     ├── StatusUnreadable        exit 46  the status topic could not be read: a guard fails closed
     ├── RewindRefused           exit 55  a rewind action's target or plan does not fit the connector
     ├── KubernetesError         exit 56  the Kubernetes API refused a call or could not be reached
-    └── GitOpsManaged           exit 57  the resource belongs to a GitOps controller (Argo CD, Flux)
+    ├── GitOpsManaged           exit 57  the resource belongs to a GitOps controller (Argo CD, Flux)
+    ├── KafkaAccessDenied       exit 58  an ACL is missing: names the operation and the topic/group
+    ├── KafkaAuthFailed         exit 59  SASL authentication failed (user, password, mechanism)
+    ├── TlsFailed               exit 60  a TLS handshake failed (unknown CA, expired, wrong host)
+    └── ConnectUnavailable      exit 12  (see above)
+        └── ConnectAccessDenied exit 61  Connect answered 401 (credentials) or 403 (not allowed)
 
 Messages must be safe to print and log: they never carry secret values.
 
@@ -61,6 +66,7 @@ from typing import Self
 __all__ = [
     "ChangeIncomplete",
     "ConfigError",
+    "ConnectAccessDenied",
     "ConnectBusy",
     "ConnectTooOld",
     "ConnectUnavailable",
@@ -71,11 +77,14 @@ __all__ = [
     "ControlStoreUnavailable",
     "GitOpsManaged",
     "InvalidDocument",
+    "KafkaAccessDenied",
+    "KafkaAuthFailed",
     "KubernetesError",
     "NotStoppedInTime",
     "OffsetdError",
     "StrimziManaged",
     "TargetOutOfRange",
+    "TlsFailed",
     "UndoConflict",
     "is_retriable",
 ]
@@ -164,6 +173,31 @@ class GitOpsManaged(OffsetdError):
 class ConnectUnavailable(OffsetdError):
     exit_code = 12
     retriable = True
+
+
+class ConnectAccessDenied(ConnectUnavailable):
+    """Connect refused our credentials (401) or the request (403): asking again cannot help."""
+
+    exit_code = 61
+    retriable = False
+
+
+class KafkaAccessDenied(OffsetdError):
+    """The principal lacks an ACL: the message names the operation, the resource and where."""
+
+    exit_code = 58
+
+
+class KafkaAuthFailed(OffsetdError):
+    """SASL authentication failed: wrong user, password or mechanism (never the password)."""
+
+    exit_code = 59
+
+
+class TlsFailed(OffsetdError):
+    """A TLS handshake failed: the peer's certificate is unknown, expired or for another host."""
+
+    exit_code = 60
 
 
 class ChangeIncomplete(OffsetdError):
