@@ -20,6 +20,7 @@ from confluent_kafka import (
     TopicPartition,
 )
 
+from offsetd.kafkaaccess import raise_if_denied
 from offsetd.offsets.offline.view import (
     OfflineError,
     OffsetsView,
@@ -52,8 +53,12 @@ def offline_consumer(conf: Mapping[str, str]) -> Consumer:
     )
 
 
-def partitions_of(client: Consumer, topic: str, timeout_s: float) -> list[int]:
+def partitions_of(
+    client: Consumer, topic: str, timeout_s: float, conf: Mapping[str, str]
+) -> list[int]:
     metadata = client.list_topics(topic, timeout=timeout_s).topics.get(topic)
+    if metadata is not None and metadata.error is not None:
+        raise_if_denied(metadata.error, conf, topic=("READ", topic))
     if metadata is None or metadata.error is not None or not metadata.partitions:
         why = metadata.error if metadata is not None and metadata.error else "it does not exist"
         raise OfflineError(f"cannot read topic {topic}: {why}")
@@ -85,13 +90,13 @@ def read_offsets(
     gc.disable()  # a million short-lived Messages would trigger thousands of collections
     try:
         try:
-            partitions = partitions_of(consumer, topic, min(timeout_s, 30.0))
+            partitions = partitions_of(consumer, topic, min(timeout_s, 30.0), conf)
             ends: dict[int, int] = {}
             for p in partitions:
                 _low, ends[p] = consumer.get_watermark_offsets(
                     TopicPartition(topic, p), timeout=min(timeout_s, 30.0), cached=False
                 )
-            reader = _Reader(topic, ends, history)
+            reader = _Reader(topic, ends, history, conf)
             consumer.assign(
                 [TopicPartition(topic, p, OFFSET_BEGINNING) for p in sorted(reader.pending)]
             )
@@ -124,8 +129,11 @@ def read_offsets(
 class _Reader:
     """The consume loop's state; each batch is handled with C-level `map`s, not per message."""
 
-    def __init__(self, topic: str, ends: Mapping[int, int], history: bool) -> None:
+    def __init__(
+        self, topic: str, ends: Mapping[int, int], history: bool, conf: Mapping[str, str]
+    ) -> None:
         self.topic = topic
+        self.conf = conf  # names the principal when the broker refuses a fetch
         self.last = {p: end - 1 for p, end in ends.items()}  # last offset to read
         self.pending = {p for p, last in self.last.items() if last >= 0}
         self.history = history
@@ -172,6 +180,7 @@ class _Reader:
             elif err.code() in _RETRIABLE_READ_ERRORS and not err.fatal():
                 self.last_error = err.str()  # librdkafka retries; the deadline bounds it
             else:
+                raise_if_denied(err, self.conf, topic=("READ", self.topic))
                 raise OfflineError(f"reading {self.topic} failed: {err.str()}")
         return records
 

@@ -29,6 +29,7 @@ from confluent_kafka import (
 )
 from confluent_kafka.admin import AdminClient
 
+from offsetd.kafkaaccess import raise_if_denied
 from offsetd.offsets.model import OffsetEntry
 from offsetd.offsets.offline import rdkafka as offline_rdkafka
 from offsetd.offsets.offline.gate import OfflineRefused
@@ -111,6 +112,9 @@ def write_source_offsets(
     producer.flush(timeout_s)
     written: list[WrittenOffset] = []
     failed: list[str] = []
+    if not any(err is None for err, _, _ in delivered.values()):
+        for err, _, _ in delivered.values():
+            raise_if_denied(err, conf, topic=("WRITE", topic))
     for index, record in enumerate(planned):
         err, partition, offset = delivered.get(index, (None, None, None))
         if index not in delivered or err is not None or partition != record.kafka_partition:
@@ -147,7 +151,7 @@ def _require_unchanged(
     connectors' records (a live worker runs other connectors) do not matter."""
     consumer = offline_consumer(conf)
     try:
-        partitions = partitions_of(consumer, view.topic, timeout_s)
+        partitions = partitions_of(consumer, view.topic, timeout_s, conf)
         if len(partitions) != view.partition_count:
             raise OfflineError(
                 f"topic {view.topic} has {len(partitions)} partitions but had "
@@ -214,13 +218,16 @@ def _incomplete(target: str, report: WriteReport, failed: list[str]) -> OfflineW
     )
 
 
-def _require_empty_group(admin: AdminClient, group_id: str, timeout_s: float) -> None:
+def _require_empty_group(
+    admin: AdminClient, conf: Mapping[str, str], group_id: str, timeout_s: float
+) -> None:
     future = admin.describe_consumer_groups([group_id], request_timeout=timeout_s)[group_id]
     try:
         description = future.result()
     except KafkaException as exc:
         if exc.args and exc.args[0].code() == KafkaError.GROUP_ID_NOT_FOUND:
             return  # no group yet: committing creates it
+        raise_if_denied(exc, conf, group=("DESCRIBE", group_id))
         raise OfflineError(f"cannot describe consumer group {group_id}: {exc}") from None
     members = len(description.members)
     state = description.state
@@ -256,7 +263,7 @@ def write_sink_offsets(
             "--delete-offsets for those partitions)"
         )
     admin = AdminClient(dict(conf))
-    _require_empty_group(admin, group_id, timeout_s)
+    _require_empty_group(admin, conf, group_id, timeout_s)
     written: list[WrittenOffset] = []
     failed: list[str] = []
     by_tp = {(c.topic, c.partition): c for c in changes}
@@ -271,11 +278,13 @@ def write_sink_offsets(
             answered = {(tp.topic, tp.partition): tp for tp in result.topic_partitions}
             request_error = "no answer for this partition"
         except KafkaException as exc:
-            answered, request_error = {}, str(exc)
+            answered, request_error = {}, exc
         for topic, partition, offset in alters:
             tp = answered.get((topic, partition))
             if tp is None or tp.error is not None:
                 why = tp.error if tp is not None else request_error
+                if not written:
+                    raise_if_denied(why, conf, group=("READ", group_id), topic=("READ", topic))
                 failed.append(f"{topic}-{partition}: {why}")
             else:
                 written.append(_sink_written(topic, partition, offset))
@@ -287,6 +296,8 @@ def write_sink_offsets(
         except (RuntimeError, offline_rdkafka.RdkafkaUnavailable) as exc:
             outcome = {(c.topic, c.partition): str(exc) for c in deletes}
         for (topic, partition), error in outcome.items():
+            if error is not None and not written:
+                raise_if_denied(error, conf, group=("DELETE", group_id), topic=("READ", topic))
             if error is None:
                 written.append(_sink_written(topic, partition, by_tp[(topic, partition)].offset))
             else:
