@@ -8,26 +8,34 @@ so the first ListOffsets of a fresh client took 3.0 s in about one of six tries 
 stack (and about one `offsetd lag` in five). A DescribeCluster first waits for a connection and
 costs a few milliseconds; it needs no ACL (cluster DESCRIBE only when authorized operations are
 asked for, which they are not).
+
+That first DescribeCluster is also where a refused login or an untrusted certificate shows:
+librdkafka reports those only through the error callback, so the client is built with
+`offsetd.kafkalogin`'s watch and fails at once with `KafkaAuthFailed` / `TlsFailed` instead of
+letting the caller's request time out as a "broker transport failure".
 """
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Mapping
 
-from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
+
+from offsetd.kafkalogin import remember_answered, wait_answered, watched_admin
 
 __all__ = ["connected_admin"]
 
 
-def connected_admin(conf: Mapping[str, str], timeout_s: float = 10.0) -> AdminClient:
+def connected_admin(
+    conf: Mapping[str, str], timeout_s: float = 10.0, where: str | None = None
+) -> AdminClient:
     """A new AdminClient of `conf`, returned once a broker answered (or `timeout_s` passed).
 
     A cluster that does not answer is not an error here: the caller's own request reports it,
-    in the caller's words.
+    in the caller's words. One that refuses the login or the TLS handshake is: KafkaAuthFailed
+    or TlsFailed, naming `where` (default: the bootstrap servers).
     """
-    admin = AdminClient(dict(conf))
-    with contextlib.suppress(KafkaException, TimeoutError):
-        admin.describe_cluster(request_timeout=timeout_s).result(timeout=timeout_s)
+    admin, watch = watched_admin(conf, where)
+    if wait_answered(admin, watch, timeout_s):
+        remember_answered(conf)
     return admin

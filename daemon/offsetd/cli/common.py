@@ -137,7 +137,8 @@ def resolve_target(
         verify: Any = False if insecure else (ca_file or True)
         auth = httpx.BasicAuth(username, password or "") if username else None
         client = ConnectClient(
-            httpx.AsyncClient(base_url=connect_url, auth=auth, verify=verify, timeout=95.0)
+            httpx.AsyncClient(base_url=connect_url, auth=auth, verify=verify, timeout=95.0),
+            user=username,
         )
         name, orchestrator = connect_url, "none"
         cluster_name = connect_cluster

@@ -12,6 +12,7 @@ import click
 from offsetd.cli.failures import reports_errors
 from offsetd.cli.output import emit_json, table
 from offsetd.config import DEFAULT_CONFIG_PATH, load_settings
+from offsetd.kafkalogin import check_logins
 from offsetd.lag.exporter import LagExporter
 from offsetd.lag.server import metrics_server
 from offsetd.lag.snapshot import Snapshot
@@ -129,7 +130,9 @@ def lag(ctx: click.Context, config_path: Path, state_file: Path | None, output: 
         return
     # The windows (for the statuses) are read but never written: the file may be a running
     # daemon's or `lag serve`'s, and one sample from here must not overwrite theirs.
-    exporter = LagExporter(load_settings(config_path), state_file=state_file, read_only_state=True)
+    settings = load_settings(config_path)
+    check_logins(settings)  # a refused login or certificate: one line and its exit code
+    exporter = LagExporter(settings, state_file=state_file, read_only_state=True)
     try:
         snapshot = exporter.run_once()
     finally:

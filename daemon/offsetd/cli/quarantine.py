@@ -13,6 +13,7 @@ from offsetd.cli.common import reports_errors
 from offsetd.cli.output import emit_json, table
 from offsetd.cli.run import config_option
 from offsetd.config import load_settings
+from offsetd.kafkalogin import checked_config
 from offsetd.remediation.quarantine import read_quarantined
 from offsetd.remediation.quarantine_format import QuarantinedRecord
 
@@ -35,10 +36,10 @@ def quarantine() -> None:
 def list_(config_path: Path, connector: str | None, limit: int, output: str) -> None:
     """The quarantined records, newest first (JSON carries key and value in base64)."""
     settings = load_settings(config_path)
-    kafka = settings.kafka_clusters[settings.daemon_kafka_cluster()]
+    conf = checked_config(settings, settings.daemon_kafka_cluster())
     records = [
         r
-        for r in read_quarantined(kafka.client_config(), settings.remediation.quarantine_topic)
+        for r in read_quarantined(conf, settings.remediation.quarantine_topic)
         if connector is None or r.connector == connector
     ]
     records = list(reversed(records))[:limit]

@@ -19,7 +19,14 @@ from offsetd.cli.common import reports_errors
 from offsetd.cli.output import emit_json, table
 from offsetd.config import DEFAULT_CONFIG_PATH, Settings, load_settings
 from offsetd.connect.client import ConnectClient
-from offsetd.errors import ConfigError, ConnectUnavailable, OffsetdError
+from offsetd.errors import (
+    ConfigError,
+    ConnectUnavailable,
+    KafkaAuthFailed,
+    OffsetdError,
+    TlsFailed,
+)
+from offsetd.kafkalogin import checked_config
 
 __all__ = [
     "ClusterMismatch",
@@ -48,7 +55,11 @@ class ClusterMismatch(OffsetdError):
 def check_cluster_ids(settings: Settings, alias: str) -> None:
     """Every Connect cluster must report the Kafka cluster id of the bootstrap we read."""
     kafka = settings.kafka_clusters[alias]
-    cluster_id = AdminClient(dict(kafka.client_config())).list_topics(timeout=20).cluster_id
+    cluster_id = (
+        AdminClient(dict[str, Any](checked_config(settings, alias)))
+        .list_topics(timeout=20)
+        .cluster_id
+    )
 
     async def connect_ids() -> dict[str, str]:
         ids = {}
@@ -74,17 +85,37 @@ def wait_for_clusters(
 
     At start, a cluster may be restarting, or pods may start in any order: the daemon waits,
     saying why, instead of exiting into a restart loop (on Kubernetes its startup probe gives
-    up first). A wrong cluster id or a refused request is a problem a person must fix: raised.
+    up first). A refused login, an untrusted certificate or Connect's 401/403 are waited out the
+    same way: a person fixes the Secret and the daemon goes on without a restart. Meanwhile
+    `/healthz` answers alive and `/readyz` not ready with the reason (`StartupHealth`); the log
+    says each new reason once. A wrong cluster id is a configuration mistake: raised.
     """
+    from offsetd.app.startup_health import StartupHealth
+
     log = logging.getLogger("offsetd")
-    while True:
-        try:
-            check_cluster_ids(settings, alias)
-            return
-        except (KafkaException, ConnectUnavailable) as exc:
-            reason = str(exc).splitlines()[0]
-            log.warning("waiting for the clusters to answer (%s); retrying in %gs", reason, retry_s)
-            sleep(retry_s)
+    health = StartupHealth(settings.daemon.web_host, settings.daemon.web_port)
+    last = None
+    try:
+        while True:
+            try:
+                check_cluster_ids(settings, alias)
+                return
+            except _WAITED_OUT as exc:
+                reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+                health.waiting(reason)
+                if reason != last:
+                    log.warning("not ready: %s; retrying every %gs", reason, retry_s)
+                    last = reason
+                sleep(retry_s)
+    finally:
+        health.stop()
+        if last is not None:
+            log.info("the clusters answer: starting")
+
+
+# What keeps the daemon waiting at start (not ready) rather than exiting: a cluster that does
+# not answer yet, and credentials or certificates a person can fix while it waits.
+_WAITED_OUT = (KafkaException, ConnectUnavailable, KafkaAuthFailed, TlsFailed)
 
 
 @click.command()
@@ -169,10 +200,10 @@ def history(
 ) -> None:
     """The daemon's decisions from the audit topic, newest first (suppressed ones included)."""
     settings = load_settings(config_path)
-    kafka = settings.kafka_clusters[settings.daemon_kafka_cluster()]
+    conf = checked_config(settings, settings.daemon_kafka_cluster())
     records = [
         r
-        for r in read_records(kafka.client_config(), settings.daemon.audit_topic)
+        for r in read_records(conf, settings.daemon.audit_topic)
         if (connector is None or r.get("connector") == connector)
         and (rule is None or r.get("rule") == rule)
     ]

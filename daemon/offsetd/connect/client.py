@@ -19,13 +19,13 @@ import httpx
 
 from offsetd.config import ConnectCluster
 from offsetd.connect.offsets import OffsetEntry, entries_from_json
-from offsetd.connect.transport import httpx_options
+from offsetd.connect.transport import httpx_options, transport_error, user_of
 from offsetd.errors import (
+    ConnectAccessDenied,
     ConnectBusy,
     ConnectorNotFound,
     ConnectorRejected,
     ConnectTooOld,
-    ConnectUnavailable,
     OffsetdError,
 )
 from offsetd.retry import Backoff, retry_call
@@ -134,8 +134,10 @@ class ConnectClient:
         *,
         backoff: Backoff | None = None,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        user: str | None = None,
     ) -> None:
         self._http = http
+        self.user = user  # the basic-auth user, named when Connect answers 401/403
         self._backoff = backoff or Backoff()
         self._sleep = sleep
         self.url = str(http.base_url).rstrip("/")
@@ -143,7 +145,9 @@ class ConnectClient:
     @classmethod
     def for_cluster(cls, cluster: ConnectCluster, timeout_s: float = 95.0) -> ConnectClient:
         # Connect bounds its own offset work at 90 s; wait a little longer than that.
-        return cls(httpx.AsyncClient(timeout=timeout_s, **httpx_options(cluster)))
+        return cls(
+            httpx.AsyncClient(timeout=timeout_s, **httpx_options(cluster)), user=user_of(cluster)
+        )
 
     @property
     def http(self) -> httpx.AsyncClient:
@@ -288,15 +292,15 @@ class ConnectClient:
             try:
                 response = await self._http.request(method, path, **kwargs)
             except httpx.HTTPError as exc:
-                raise ConnectUnavailable(
-                    f"could not {what}: Connect at {self.url} did not answer ({type(exc).__name__})"
-                ) from None
+                raise transport_error(exc, what, self.url) from None
             if response.is_success:
                 return response
             message = _error_message(response)
             if _transient(response.status_code, message):
                 raise _Refused(response.status_code, message)
-            raise error_for_status(response.status_code, message, what, name, self.url)
+            raise error_for_status(
+                response.status_code, message, what, name, self.url, user=self.user
+            )
 
         try:
             return await retry_call(
@@ -362,7 +366,7 @@ class _Refused(Exception):
 
 
 def error_for_status(
-    status: int, message: str, what: str, name: str | None, url: str
+    status: int, message: str, what: str, name: str | None, url: str, *, user: str | None = None
 ) -> OffsetdError:
     """The error for a failed answer, with its status and whether asking again can help: no
     answer, busy, or a failure on Connect's side (5xx); an alterOffsets the connector itself
@@ -372,9 +376,17 @@ def error_for_status(
         return ConnectorNotFound(
             f"connector {name!r} does not exist on Connect at {url}", status=status
         )
-    if status in (401, 403):
-        return ConnectUnavailable(
-            f"could not {what}: Connect at {url} refused our credentials ({status})", status=status
+    if status == 401:  # asking again with the same password cannot help: not retriable
+        who = f"user {user}" if user else "no credentials configured"
+        return ConnectAccessDenied(
+            f"could not {what}: Connect at {url} refused our credentials ({who}): 401",
+            status=status,
+        )
+    if status == 403:
+        return ConnectAccessDenied(
+            f"Connect at {url}: user {user or '(anonymous)'} is not allowed to {what}"
+            f"{_for(name)} (403)",
+            status=status,
         )
     if status == 500 and what in ("alter offsets", "reset offsets"):
         return ConnectorRejected(

@@ -4,6 +4,10 @@ Next to the clients that use them (`offsetd.connect.client`, the lag collector's
 the remediation's webhooks and Connect calls). The SSL context is built once per cluster and
 certificate files, because httpx otherwise builds (and loads CA certificates into) a new one for
 each client.
+
+`transport_error` says why a request got no answer: a failed TLS handshake (unknown CA,
+expired certificate, wrong host, in Python's ssl words) is `TlsFailed`, which asking again cannot
+fix; anything else is a retriable `ConnectUnavailable`.
 """
 
 from __future__ import annotations
@@ -16,9 +20,44 @@ import certifi
 import httpx
 
 from offsetd.config import ConnectCluster, ConnectTls
-from offsetd.errors import ConfigError
+from offsetd.errors import ConfigError, ConnectUnavailable, OffsetdError, TlsFailed
 
-__all__ = ["httpx_options"]
+__all__ = ["httpx_options", "tls_reason", "transport_error", "user_of"]
+
+
+def user_of(cluster: ConnectCluster) -> str | None:
+    """The basic-auth user of a cluster (never its password), for messages."""
+    return cluster.auth.username if cluster.auth is not None else None
+
+
+def transport_error(exc: BaseException, what: str, url: str) -> OffsetdError:
+    """The error for a request that got no answer (an httpx transport error)."""
+    reason = tls_reason(exc)
+    if reason is not None:
+        return TlsFailed(f"could not {what}: TLS handshake with Connect at {url} failed: {reason}")
+    return ConnectUnavailable(
+        f"could not {what}: Connect at {url} did not answer ({type(exc).__name__})"
+    )
+
+
+def tls_reason(exc: BaseException) -> str | None:
+    """Python's ssl reason for a failed handshake somewhere in `exc`'s causes, else None.
+
+    httpx wraps httpcore's error, which wraps the `ssl.SSLError`; a certificate that does not
+    verify says why ("unable to get local issuer certificate", "certificate has expired",
+    "Hostname mismatch, certificate is not valid for 'x'").
+    """
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, ssl.SSLCertVerificationError):
+            detail = current.verify_message or current.reason or "unknown reason"
+            return f"certificate verify failed: {detail}"
+        if isinstance(current, ssl.SSLError):
+            return str(current.reason or current).strip()
+        current = current.__cause__ or current.__context__
+    return None
 
 
 def httpx_options(cluster: ConnectCluster) -> dict[str, Any]:

@@ -16,7 +16,7 @@ import httpx
 
 from offsetd.config import ConnectCluster
 from offsetd.connect.client import ConnectClient
-from offsetd.connect.transport import httpx_options
+from offsetd.connect.transport import httpx_options, user_of
 from offsetd.lag.snapshot import ConnectorHealth
 from offsetd.offsets.model import ConnectorKind, connector_kind
 
@@ -74,7 +74,7 @@ async def read_connect(name: str, cluster: ConnectCluster, timeout_s: float = 15
     """Everything lag collection needs from one Connect cluster."""
     view = ConnectView()
     async with httpx.AsyncClient(timeout=timeout_s, **httpx_options(cluster)) as http:
-        expanded = await ConnectClient(http).expanded()
+        expanded = await ConnectClient(http, user=user_of(cluster)).expanded()
         for connector, entry in sorted(expanded.items()):
             info: dict[str, Any] = entry.get("info") or {}
             status: dict[str, Any] = entry.get("status") or {}

@@ -35,7 +35,7 @@ import httpx
 from offsetd.audit import AuditLog
 from offsetd.config import ConnectCluster, RemediationSettings
 from offsetd.connect.client import ConnectClient
-from offsetd.connect.transport import httpx_options
+from offsetd.connect.transport import httpx_options, user_of
 from offsetd.engine import ConnectorMeta, Decision
 from offsetd.errors import OffsetdError
 from offsetd.metrics.instruments import RemediationMetrics
@@ -183,7 +183,7 @@ class Remediator:
             event_hooks={"response": [on_response]},
             **httpx_options(cluster),
         )
-        client = ConnectClient(http)
+        client = ConnectClient(http, user=user_of(cluster))
         name = next((n for n, c in self.connect.items() if c is cluster), None)
         if cluster.strimzi is not None and name is not None:
             # Strimzi would put REST moves back: stop, restart, config and offsets go through

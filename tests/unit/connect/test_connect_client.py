@@ -10,6 +10,7 @@ import pytest
 
 from offsetd.connect.client import FRAMEWORK_ONLY_PREFIX, ConnectClient, ConnectorState
 from offsetd.errors import (
+    ConnectAccessDenied,
     ConnectBusy,
     ConnectorNotFound,
     ConnectorRejected,
@@ -234,10 +235,12 @@ def test_404_is_connector_not_found_naming_it(
 
 
 @pytest.mark.parametrize("status", [401, 403])
-def test_auth_failures_are_connect_unavailable(status: int) -> None:
+def test_auth_failures_are_access_denied_and_asked_once(status: int) -> None:
     rec = Recorder(httpx.Response(status, text="Unauthorized"))
-    with pytest.raises(ConnectUnavailable, match=f"refused our credentials \\({status}\\)"):
+    with pytest.raises(ConnectAccessDenied) as info:
         call(rec, lambda c: c.connector_names())
+    assert info.value.status == status and not info.value.retriable
+    assert BASE in str(info.value) and len(rec.requests) == 1
 
 
 @pytest.mark.parametrize(

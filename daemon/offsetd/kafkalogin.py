@@ -1,0 +1,171 @@
+"""Tell a refused Kafka login or a failed TLS handshake from a cluster that does not answer.
+
+librdkafka reports a wrong SASL password or a broker certificate it cannot verify only through
+the client's `error_cb` (codes `_AUTHENTICATION` and `_SSL`), and only while the client is
+polled; the request itself just times out as a "broker transport failure". So a command with a
+wrong password would wait its whole timeout and then blame the network. `LoginWatch` collects
+those callbacks, `login_failure` turns the first one into `KafkaAuthFailed` / `TlsFailed` with
+one line naming the cluster and the cause (librdkafka's words carry no secret), and `check_login`
+is the probe every command runs before it uses a cluster: it returns as soon as a broker answers
+or librdkafka reported why it will not, and remembers a cluster that answered, so a command
+that makes several clients pays for one probe.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import threading
+import time
+from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka.admin import AdminClient
+
+from offsetd.config import Settings
+from offsetd.errors import KafkaAuthFailed, OffsetdError, TlsFailed
+
+__all__ = [
+    "LoginWatch",
+    "check_login",
+    "check_logins",
+    "checked_config",
+    "describe",
+    "login_failure",
+    "remember_answered",
+    "wait_answered",
+    "watched_admin",
+]
+
+_AUTH = "_AUTHENTICATION"
+_SSL = "_SSL"
+_BROKER_PREFIX = re.compile(r"^\S+://\S+?/\S+?: ")  # "sasl_ssl://host:port/bootstrap: "
+_OPENSSL_CODE = re.compile(r"error:[0-9A-Fa-f]+:[^:]*:[^:]*:")  # "error:0A000086:SSL routines::"
+_AFTER = re.compile(r"\s*\(after \d+ms in state \w+\)\s*$")
+
+_ANSWERED: set[str] = set()  # clusters (bootstrap, identity) that answered in this process
+_ANSWERED_LOCK = threading.Lock()
+
+
+def login_failure(
+    code: str, message: str, conf: Mapping[str, str], where: str
+) -> OffsetdError | None:
+    """The error for one librdkafka error callback, or None when it is not about the login."""
+    if code not in (_AUTH, _SSL):
+        return None
+    reason = _AFTER.sub("", _BROKER_PREFIX.sub("", message.strip()))
+    if code == _AUTH:
+        reason = reason.removeprefix("SASL authentication error: ")
+        user = conf.get("sasl.username", "?")
+        return KafkaAuthFailed(f"{where} refused the login of user {user}: {reason}")
+    reason = _OPENSSL_CODE.sub("", reason.removeprefix("SSL handshake failed: "))
+    reason = reason.split(", verify that ssl.ca.location")[0]
+    ca = conf.get("ssl.ca.location")
+    trusted = f" (tls.ca_file {ca})" if ca else " (the system's CA certificates)"
+    return TlsFailed(f"TLS handshake with {where} failed: {reason}{trusted}")
+
+
+def describe(conf: Mapping[str, str], alias: str | None = None) -> str:
+    """'Kafka cluster west (host:port)', or 'Kafka at host:port' when the alias is unknown."""
+    bootstrap = conf.get("bootstrap.servers", "?")
+    return f"Kafka cluster {alias} ({bootstrap})" if alias else f"Kafka at {bootstrap}"
+
+
+class LoginWatch:
+    """An `error_cb` that keeps the first login or TLS failure librdkafka reported."""
+
+    def __init__(self, conf: Mapping[str, str], where: str) -> None:
+        self._conf = dict(conf)
+        self._where = where
+        self._lock = threading.Lock()
+        self.failure: OffsetdError | None = None
+
+    def __call__(self, error: KafkaError) -> None:
+        found = login_failure(error.name(), error.str(), self._conf, self._where)
+        with self._lock:
+            if found is not None and self.failure is None:
+                self.failure = found
+
+
+def watched_admin(
+    conf: Mapping[str, str], where: str | None = None
+) -> tuple[AdminClient, LoginWatch]:
+    """An AdminClient whose login and TLS failures land in the returned watch."""
+    watch = LoginWatch(conf, where or describe(conf))
+    # librdkafka's own FAIL lines would repeat the reason on stderr: the watch reports it once
+    settings: dict[str, Any] = {**conf, "error_cb": watch, "log_level": 0}
+    return AdminClient(settings), watch
+
+
+def wait_answered(admin: AdminClient, watch: LoginWatch, timeout_s: float) -> bool:
+    """Wait for a broker to answer a DescribeCluster; raise the watch's failure as soon as
+    librdkafka reports one (callbacks are only served while the client is polled). False when
+    nothing answered in time and no login failure was reported: the caller's own request then
+    says what went wrong."""
+    deadline = time.monotonic() + timeout_s
+    future = admin.describe_cluster(request_timeout=timeout_s)
+    while True:
+        if watch.failure is not None:
+            raise watch.failure
+        if future.done():
+            try:
+                future.result(timeout=0)
+                return True
+            except (KafkaException, TimeoutError):
+                admin.poll(0.05)  # a failure reported with the timeout
+                if watch.failure is not None:
+                    raise watch.failure from None
+                return False
+        if time.monotonic() >= deadline:
+            return False
+        admin.poll(0.05)
+
+
+def check_login(conf: Mapping[str, str], alias: str | None = None, timeout_s: float = 10.0) -> None:
+    """Raise KafkaAuthFailed / TlsFailed if the cluster refuses this login or certificate.
+
+    A cluster that does not answer at all is not reported here (the command's own request
+    does, in its words). A cluster that answered once in this process is not asked again.
+    """
+    key = _identity(conf)
+    with _ANSWERED_LOCK:
+        if key in _ANSWERED:
+            return
+    admin, watch = watched_admin(conf, describe(conf, alias))
+    if wait_answered(admin, watch, timeout_s):
+        remember_answered(conf)
+
+
+def checked_config(settings: Settings, alias: str, timeout_s: float = 10.0) -> dict[str, str]:
+    """The client config of a configured cluster, once `check_login` let it pass: what a
+    command calls before it makes its own clients, so a wrong password fails in one line."""
+    conf = settings.kafka_clusters[alias].client_config()
+    check_login(conf, alias, timeout_s)
+    return conf
+
+
+def check_logins(settings: Settings, timeout_s: float = 10.0) -> None:
+    """`check_login` for every configured cluster at once (a command that reads them all, like
+    `offsetd lag`, which would otherwise turn a refused login into a warning per stage)."""
+    with ThreadPoolExecutor(max_workers=max(1, len(settings.kafka_clusters))) as pool:
+        futures = [
+            pool.submit(check_login, cluster.client_config(), alias, timeout_s)
+            for alias, cluster in sorted(settings.kafka_clusters.items())
+        ]
+    for future in futures:
+        future.result()  # the first refusal, in alias order
+
+
+def remember_answered(conf: Mapping[str, str]) -> None:
+    """Note that a broker accepted this login (kept as a digest, never the password itself)."""
+    with _ANSWERED_LOCK:
+        _ANSWERED.add(_identity(conf))
+
+
+def _identity(conf: Mapping[str, str]) -> str:
+    digest = hashlib.sha256()
+    for key in sorted(conf):
+        digest.update(f"{key}\0{conf[key]}\0".encode())
+    return digest.hexdigest()
