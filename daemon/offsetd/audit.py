@@ -17,6 +17,7 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
 
 from offsetd.errors import OffsetdError
+from offsetd.kafkaaccess import raise_if_denied
 from offsetd.topics import ensure_compacted_topic
 
 __all__ = ["DEFAULT_TOPIC", "AuditError", "AuditLog", "ensure_topic", "read_records"]
@@ -40,6 +41,9 @@ def read_records(
     consumer = Consumer({**conf, "group.id": "offsetd-audit-reader", "enable.auto.commit": "false"})
     try:
         metadata = consumer.list_topics(topic, timeout=timeout_s)
+        if topic in metadata.topics and metadata.topics[topic].error is not None:
+            # not readable is not empty: a missing ACL must not look like no decisions
+            raise_if_denied(metadata.topics[topic].error, conf, topic=("READ", topic))
         if topic not in metadata.topics or metadata.topics[topic].error is not None:
             return []
         by_id: dict[str, dict[str, Any]] = {}
@@ -55,6 +59,7 @@ def read_records(
             while position < high and time.monotonic() < deadline:
                 for msg in consumer.consume(1000, timeout=1.0):
                     if msg.error() is not None:
+                        raise_if_denied(msg.error(), conf, topic=("READ", topic))
                         continue
                     position = (msg.offset() or 0) + 1
                     _collect(msg, by_id)
@@ -124,11 +129,11 @@ class AuditLog:
         return flags
 
     def _write_sync(self, items: list[tuple[str, bytes]], timeout_s: float = 30.0) -> None:
-        errors: list[str] = []
+        errors: list[KafkaError] = []
 
         def on_delivery(err: KafkaError | None, _msg: Message) -> None:
             if err is not None:
-                errors.append(err.str())
+                errors.append(err)
 
         for key, value in items:
             while True:
@@ -140,11 +145,13 @@ class AuditLog:
                 except BufferError:  # the local queue is full: let deliveries drain it
                     self._producer.poll(0.1)
         remaining = self._producer.flush(timeout_s)
+        if errors:
+            raise_if_denied(errors[0], self._conf, topic=("WRITE", self.topic))
         if remaining or errors:
             first = items[0][0] if len(items) == 1 else f"{items[0][0]} (+{len(items) - 1} more)"
             raise AuditError(
                 f"decision {first} was not acknowledged by the audit topic {self.topic}: "
-                f"{errors[0] if errors else 'timed out'}"
+                f"{errors[0].str() if errors else 'timed out'}"
             )
 
     def close(self) -> None:

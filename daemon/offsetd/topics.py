@@ -10,6 +10,7 @@ from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
 from offsetd.errors import OffsetdError
+from offsetd.kafkaaccess import raise_if_denied
 
 __all__ = ["ensure_compacted_topic"]
 
@@ -43,6 +44,7 @@ def ensure_compacted_topic(
         reason = exc.args[0]
         if isinstance(reason, KafkaError) and reason.code() == KafkaError.TOPIC_ALREADY_EXISTS:
             return
+        raise_if_denied(reason, conf, topic=("CREATE", topic))
         text = reason.str() if isinstance(reason, KafkaError) else str(reason)
         raise error(f"cannot create {what} {topic}: {text}") from None
 

@@ -59,7 +59,7 @@ class CheckpointReader:
                         continue
                     latest[(c.group, c.topic, c.partition)] = c
                 committed, failed = group_offsets(
-                    admin_of(source_conf), {g for g, _t, _p in latest}
+                    admin_of(source_conf), {g for g, _t, _p in latest}, conf=source_conf
                 )
                 if failed:
                     errors[f"group_offsets:{flow.source}"] = next(iter(failed.values()))

@@ -37,6 +37,7 @@ from confluent_kafka.admin import OffsetSpec as _OffsetSpec  # type: ignore[attr
 from confluent_kafka.cimpl import _AdminClientImpl
 
 from offsetd.adminclient import connected_admin
+from offsetd.kafkaaccess import denied, raise_if_denied
 
 # The C half of AdminClient: one call, one future for the whole request (see _list_offsets_raw).
 _C_LIST_OFFSETS: Any = getattr(_AdminClientImpl, "list_offsets", None)
@@ -408,6 +409,8 @@ class Tail:
                 elif err.code() == KafkaError._PARTITION_EOF:
                     pending.discard(partition)
                 else:
+                    # a missing ACL never heals by waiting: say so now, not after the budget
+                    raise_if_denied(err, self._conf, topic=("READ", self.topic))
                     self.last_error = err.str()
         return out
 
@@ -416,9 +419,15 @@ class Tail:
 
 
 def group_offsets(
-    admin: AdminClient, groups: Iterable[str], timeout_s: float = 10.0
+    admin: AdminClient,
+    groups: Iterable[str],
+    timeout_s: float = 10.0,
+    conf: Mapping[str, str] | None = None,
 ) -> tuple[dict[str, dict[TP, int]], dict[str, str]]:
-    """Committed offsets of each group (one request per group: librdkafka has no KIP-709)."""
+    """Committed offsets of each group (one request per group: librdkafka has no KIP-709).
+
+    A group the principal may not describe is reported naming that ACL (`conf`: the client's
+    settings, for the principal and the bootstrap servers)."""
     found: dict[str, dict[TP, int]] = {}
     failed: dict[str, str] = {}
     for group in sorted(set(groups)):
@@ -428,7 +437,8 @@ def group_offsets(
             )
             result = futures[group].result()
         except KafkaException as exc:
-            failed[group] = str(exc.args[0] if exc.args else exc)
+            refused = denied(exc, conf or {}, group=("DESCRIBE", group))
+            failed[group] = str(refused or (exc.args[0] if exc.args else exc))
             continue
         found[group] = {
             (tp.topic, tp.partition): int(tp.offset)

@@ -34,6 +34,8 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Produ
 
 from offsetd.config import Settings
 from offsetd.errors import ControlStoreUnavailable
+from offsetd.kafkaaccess import raise_if_denied
+from offsetd.kafkalogin import checked_config
 from offsetd.metrics.instruments import RemediationMetrics
 from offsetd.remediation.control_state import (
     Approval,
@@ -85,8 +87,8 @@ class ControlStore:
     @classmethod
     def for_settings(cls, settings: Settings) -> ControlStore:
         """The store on the daemon's Kafka cluster (`Settings.daemon_kafka_cluster()`)."""
-        kafka = settings.kafka_clusters[settings.daemon_kafka_cluster()]
-        return cls(kafka.client_config(), settings.remediation.control_topic)
+        conf = checked_config(settings, settings.daemon_kafka_cluster())
+        return cls(conf, settings.remediation.control_topic)
 
     @property
     def state(self) -> ControlState:
@@ -143,6 +145,7 @@ class ControlStore:
                 partition, timeout=self._timeout_s, cached=False
             )
         except KafkaException as exc:
+            raise_if_denied(exc, self._conf, topic=("READ", self.topic))
             raise ControlStoreUnavailable(
                 f"cannot read control topic {self.topic}: {_kafka_text(exc)}"
             ) from None
@@ -161,6 +164,8 @@ class ControlStore:
             # poll, not consume(n): consume waits for n records or its timeout, and a
             # compacted topic has fewer records than offsets
             msg = consumer.poll(0.5)
+            if msg is not None and msg.error() is not None:
+                raise_if_denied(msg.error(), self._conf, topic=("READ", self.topic))
             if msg is None or msg.error() is not None:
                 continue
             position = max(position, (msg.offset() or 0) + 1)
@@ -203,11 +208,11 @@ class ControlStore:
             self._producer = Producer(
                 {**self._conf, "acks": "all", "enable.idempotence": "true", "linger.ms": "0"}
             )
-        errors: list[str] = []
+        errors: list[KafkaError] = []
 
         def on_delivery(err: KafkaError | None, _msg: Message) -> None:
             if err is not None:
-                errors.append(err.str())
+                errors.append(err)
 
         key, value = record.encoded()
         try:
@@ -217,10 +222,12 @@ class ControlStore:
                 f"{record.key} was not written to {self.topic}: {exc}"
             ) from None
         remaining = self._producer.flush(self._timeout_s)
+        if errors:
+            raise_if_denied(errors[0], self._conf, topic=("WRITE", self.topic))
         if remaining or errors:
             raise ControlStoreUnavailable(
                 f"{record.key} was not acknowledged by the control topic {self.topic}: "
-                f"{errors[0] if errors else 'timed out'}"
+                f"{errors[0].str() if errors else 'timed out'}"
             )
         self._state.apply_record(record)
 

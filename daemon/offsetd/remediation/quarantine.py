@@ -32,6 +32,7 @@ from offsetd.config import Settings
 from offsetd.connect.transport import httpx_options
 from offsetd.errors import OffsetdError
 from offsetd.events.models import RecordRef
+from offsetd.kafkaaccess import raise_if_denied
 from offsetd.recordchecks import (
     KafkaRecord,
 )
@@ -315,6 +316,7 @@ class Quarantine:
                     )
                     return int(low), int(high)
                 except KafkaException as exc:
+                    raise_if_denied(exc, self._conf, topic=("READ", self.topic))
                     if time.monotonic() > deadline:
                         raise QuarantineFailed(
                             f"cannot read the end of {self.topic}-{partition}: {exc.args[0].str()}"
@@ -341,6 +343,7 @@ class Quarantine:
                     if error is not None:
                         if error.code() == KafkaError._PARTITION_EOF:
                             continue
+                        raise_if_denied(error, self._conf, topic=("READ", self.topic))
                         raise QuarantineFailed(
                             f"cannot read {self.topic}-{partition}: {error.str()}"
                         )
@@ -434,6 +437,9 @@ def read_quarantined(
     try:
         metadata = consumer.list_topics(topic, timeout=timeout_s)
         meta = metadata.topics.get(topic)
+        if meta is not None and meta.error is not None:
+            # not readable is not empty: a missing ACL must not look like nothing quarantined
+            raise_if_denied(meta.error, conf, topic=("READ", topic))
         if meta is None or meta.error is not None:
             return []
         partitions = sorted(meta.partitions)

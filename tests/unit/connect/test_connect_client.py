@@ -239,8 +239,10 @@ def test_auth_failures_are_access_denied_and_asked_once(status: int) -> None:
     rec = Recorder(httpx.Response(status, text="Unauthorized"))
     with pytest.raises(ConnectAccessDenied) as info:
         call(rec, lambda c: c.connector_names())
-    assert info.value.status == status and not info.value.retriable
-    assert BASE in str(info.value) and len(rec.requests) == 1
+    assert info.value.status == status
+    assert not info.value.retriable
+    assert BASE in str(info.value)
+    assert len(rec.requests) == 1
 
 
 @pytest.mark.parametrize(

@@ -276,7 +276,7 @@ def write_sink_offsets(
         try:
             result = future[group_id].result()
             answered = {(tp.topic, tp.partition): tp for tp in result.topic_partitions}
-            request_error = "no answer for this partition"
+            request_error: object = "no answer for this partition"
         except KafkaException as exc:
             answered, request_error = {}, exc
         for topic, partition, offset in alters:

@@ -22,6 +22,7 @@ from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
+from offsetd.kafkaaccess import raise_if_denied
 from offsetd.offsets.snapshots.errors import (
     Malformed,
     SnapshotCorrupt,
@@ -201,6 +202,8 @@ class KafkaSnapshotStore(SnapshotListing):
             ) from None
         if remaining or errors or acked != len(records):
             self._drop_producer()
+            if errors:
+                raise_if_denied(errors[0], self._conf, topic=("WRITE", self.topic))
             detail = errors[0] if errors else f"{len(records) - acked} not acknowledged in time"
             raise SnapshotStoreError(
                 f"cannot write {what} to {self._where}: {len(records) - acked} of "

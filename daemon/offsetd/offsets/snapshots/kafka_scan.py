@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
+from offsetd.kafkaaccess import raise_if_denied
 from offsetd.offsets.snapshots.errors import SnapshotStoreError
 from offsetd.offsets.snapshots.kafka_topic import reason
 
@@ -56,15 +57,23 @@ def scan_topic(
         low, high = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=timeout_s)
         if high > low:
             consumer.assign([TopicPartition(topic, 0, low)])
-            _read_until(consumer, high, scan, topic, timeout_s)
+            _read_until(consumer, high, scan, topic, timeout_s, conf)
     except KafkaException as exc:
+        raise_if_denied(exc, conf, topic=("READ", topic))
         raise SnapshotStoreError(f"cannot read Kafka topic {topic}: {reason(exc)}") from None
     finally:
         consumer.close()
     return scan
 
 
-def _read_until(consumer: Consumer, high: int, scan: Scan, topic: str, timeout_s: float) -> None:
+def _read_until(
+    consumer: Consumer,
+    high: int,
+    scan: Scan,
+    topic: str,
+    timeout_s: float,
+    conf: Mapping[str, str],
+) -> None:
     deadline = time.monotonic() + timeout_s
     position = -1
     while position < high - 1:
@@ -80,6 +89,7 @@ def _read_until(consumer: Consumer, high: int, scan: Scan, topic: str, timeout_s
         if err is not None:
             if err.code() == KafkaError._PARTITION_EOF:
                 return
+            raise_if_denied(err, conf, topic=("READ", topic))
             raise SnapshotStoreError(f"cannot read Kafka topic {topic}: {err.str()}")
         position = max(position, msg.offset() or 0)
         key, value = msg.key(), msg.value()

@@ -16,6 +16,7 @@ from confluent_kafka.admin import ConfigResource as _ConfigResource  # type: ign
 from confluent_kafka.admin import ResourceType as _ResourceType  # type: ignore[attr-defined]
 from confluent_kafka.cimpl import NewTopic
 
+from offsetd.kafkaaccess import raise_if_denied
 from offsetd.offsets.snapshots.errors import SnapshotStoreError
 
 __all__ = ["SnapshotTopic", "reason"]
@@ -70,6 +71,7 @@ class SnapshotTopic:
                 self._create(admin, len(metadata.brokers))
                 return True
             if found.error is not None:
+                raise_if_denied(found.error, self._conf, topic=("READ", self.topic))
                 raise SnapshotStoreError(f"cannot use {self.where}: {found.error.str()}")
             self._check(admin, len(found.partitions))
         except KafkaException as exc:
@@ -88,6 +90,7 @@ class SnapshotTopic:
         except KafkaException as exc:
             err = exc.args[0] if exc.args else None
             if not (isinstance(err, KafkaError) and err.code() == KafkaError.TOPIC_ALREADY_EXISTS):
+                raise_if_denied(exc, self._conf, topic=("CREATE", self.topic))
                 raise SnapshotStoreError(
                     f"cannot create {self.where} (compacted, replication factor {replicas}): "
                     f"{reason(exc)}"
@@ -105,6 +108,7 @@ class SnapshotTopic:
         try:
             entries = admin.describe_configs([resource])[resource].result(timeout=self.timeout_s)
         except KafkaException as exc:
+            raise_if_denied(exc, self._conf, topic=("DESCRIBE_CONFIGS", self.topic))
             raise SnapshotStoreError(
                 f"cannot read the configuration of {self.where}: {reason(exc)}"
             ) from None
