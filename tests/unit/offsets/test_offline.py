@@ -8,6 +8,7 @@ plus Kafka's own `UtilsTest.testMurmur2` vectors and the bytes the real stack's 
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import json
 import random
@@ -39,6 +40,7 @@ from offsetd.offsets.offline import (
     check_offline_allowed,
     javahash,
 )
+from offsetd.offsets.offline.gate import acheck_offline_allowed
 from offsetd.offsets.offline.javahash import (
     encode_offset_key,
     encode_offset_value,
@@ -902,6 +904,31 @@ def test_gate_allows_a_connector_without_live_tasks(status: int, body: Any) -> N
         assume_workers_down=False,
         http=http_answering(status, body),
     )
+
+
+def test_the_async_gate_asks_with_the_clients_credentials() -> None:
+    """The offline commands' gate asks through the online commands' client (basic auth, CA):
+    a worker that wants credentials shows its live task to it, and only a 401 to a bare one."""
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        if not request.headers.get("authorization", "").startswith("Basic "):
+            return httpx.Response(401, json={"error_code": 401, "message": "Unauthorized"})
+        return httpx.Response(200, json=status_with("RUNNING"))
+
+    def refused(client: httpx.AsyncClient) -> str:
+        async def ask() -> None:
+            async with client:
+                await acheck_offline_allowed(
+                    "https://w:8083", "a/b", force=False, assume_workers_down=False, http=client
+                )
+
+        with pytest.raises(OfflineRefused) as caught:
+            asyncio.run(ask())
+        return str(caught.value)
+
+    transport = httpx.MockTransport(handler)
+    assert "task 0 RUNNING" in refused(httpx.AsyncClient(transport=transport, auth=("u", "p")))
+    assert "answered 401" in refused(httpx.AsyncClient(transport=transport))
 
 
 @pytest.mark.parametrize(("status", "body"), [(401, None), (503, None), (200, ["odd"])])

@@ -14,10 +14,12 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+import httpx
+
 from offsetd.errors import UndoConflict
 from offsetd.offsets.backend import BackendRequest, Feature, OfflineOptions, Refusal
 from offsetd.offsets.model import OffsetEntry, as_map, same_offsets
-from offsetd.offsets.offline.gate import check_offline_allowed
+from offsetd.offsets.offline.gate import acheck_offline_allowed, check_offline_allowed
 from offsetd.offsets.offline.ops import OfflinePlan, OfflineTarget, execute, plan
 from offsetd.offsets.offline.plan import WriteReport
 from offsetd.offsets.offline.reader import read_offsets
@@ -60,8 +62,11 @@ class OfflineBackend:
         rest_url: str | None,
         options: OfflineOptions,
         owner_check: Callable[[str], Awaitable[None]] | None = None,
+        http: httpx.AsyncClient | None = None,
     ) -> None:
         self.target = target
+        # The REST client of the online commands (basic auth, CA): the gate asks through it.
+        self.http = http
         self.store = store
         self.rest_url = rest_url
         self.options = options
@@ -146,6 +151,15 @@ class OfflineBackend:
             await self.owner_check(connector)
         if options.dry_run:
             return  # nothing is written: no worker can be hurt
+        if self.http is not None:
+            await acheck_offline_allowed(
+                self.rest_url,
+                connector,
+                force=options.force,
+                assume_workers_down=options.assume_workers_down,
+                http=self.http,
+            )
+            return
         await asyncio.to_thread(
             check_offline_allowed,
             self.rest_url,
@@ -167,4 +181,5 @@ def offline_backend(
         request.client.url,
         request.offline or OfflineOptions(),
         owner_check,
+        request.client.http,
     )

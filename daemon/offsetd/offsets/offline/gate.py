@@ -16,7 +16,7 @@ from offsetd.offsets.offline.view import (
     OfflineError,
 )
 
-__all__ = ["LIVE_TASK_STATES", "OfflineRefused", "check_offline_allowed"]
+__all__ = ["LIVE_TASK_STATES", "OfflineRefused", "acheck_offline_allowed", "check_offline_allowed"]
 
 LIVE_TASK_STATES = ("RUNNING", "PAUSED", "RESTARTING", "UNASSIGNED")
 
@@ -42,29 +42,78 @@ def check_offline_allowed(
     `force`. A connector the workers do not know (404), or one with no live task (STOPPED, or
     only FAILED tasks) is allowed. When no REST URL is known or nothing answers, the caller
     must vouch with `assume_workers_down`.
+
+    `http` must carry the cluster's basic auth and CA: a plain client cannot even finish the
+    TLS handshake with an HTTPS worker, and that failure reads as "no worker answered".
     """
     if rest_url is None:
+        _verdict(None, connector, None, force=force, assume_workers_down=assume_workers_down)
+        return
+    client = http or httpx.Client(timeout=_TIMEOUT_S)
+    try:
+        answer: httpx.Response | httpx.TransportError = client.get(_status_url(rest_url, connector))
+    except httpx.TransportError as exc:
+        answer = exc
+    finally:
+        if http is None:
+            client.close()
+    _verdict(rest_url, connector, answer, force=force, assume_workers_down=assume_workers_down)
+
+
+async def acheck_offline_allowed(
+    rest_url: str | None,
+    connector: str,
+    *,
+    force: bool,
+    assume_workers_down: bool,
+    http: httpx.AsyncClient,
+) -> None:
+    """`check_offline_allowed` through the toolkit's own REST client (its credentials and CA),
+    so the gate sees a secured worker exactly as the online commands do."""
+    if rest_url is None:
+        _verdict(None, connector, None, force=force, assume_workers_down=assume_workers_down)
+        return
+    try:
+        answer: httpx.Response | httpx.TransportError = await http.get(
+            _status_url(rest_url, connector), timeout=_TIMEOUT_S
+        )
+    except httpx.TransportError as exc:
+        answer = exc
+    _verdict(rest_url, connector, answer, force=force, assume_workers_down=assume_workers_down)
+
+
+_TIMEOUT_S = 10.0
+
+
+def _status_url(rest_url: str, connector: str) -> str:
+    return f"{rest_url.rstrip('/')}/connectors/{quote(connector, safe='')}/status"
+
+
+def _verdict(
+    rest_url: str | None,
+    connector: str,
+    answer: httpx.Response | httpx.TransportError | None,
+    *,
+    force: bool,
+    assume_workers_down: bool,
+) -> None:
+    """The gate's decision on what the status request got (None: no URL to ask)."""
+    if rest_url is None or answer is None:
         if not assume_workers_down:
             raise OfflineRefused(
                 "no Connect REST URL is known, so offsetd cannot check that the workers are "
                 "down; make sure no worker runs, then pass --assume-workers-down"
             )
         return
-    url = f"{rest_url.rstrip('/')}/connectors/{quote(connector, safe='')}/status"
-    client = http or httpx.Client(timeout=10.0)
-    try:
-        response = client.get(url)
-    except httpx.TransportError as exc:
+    if isinstance(answer, httpx.TransportError):
         if assume_workers_down:
             return
         raise OfflineRefused(
-            f"no Connect worker answered at {rest_url} ({type(exc).__name__}), which is what "
+            f"no Connect worker answered at {rest_url} ({type(answer).__name__}), which is what "
             "offline mode expects, but offsetd cannot tell a stopped worker from an unreachable "
             "one; pass --assume-workers-down once you have checked"
-        ) from None
-    finally:
-        if http is None:
-            client.close()
+        )
+    response = answer
     if response.status_code == 404:
         return
     tasks = _tasks_of(response)
