@@ -49,6 +49,10 @@ class Timeouts:
     stop_s: float = 60.0
     resume_s: float = 120.0
     poll_s: float = 0.5
+    # How long a read-back may still show the old offsets: Connect acknowledges a write before
+    # every GET shows it (a source connector's offsets come from the worker's re-read of its
+    # offsets topic), so only a difference that lasts this long is a failed change.
+    read_back_s: float = 5.0
 
 
 @dataclass(frozen=True)

@@ -290,6 +290,12 @@ class OffsetsService:
         sid = snapshot.id
         try:
             actual = tuple(await self.read_back_offsets(plan.connector))
+            differs = mismatch(plan, actual)
+            settle = time.monotonic() + self.timeouts.read_back_s
+            while differs and time.monotonic() < settle:  # see Timeouts.read_back_s
+                await asyncio.sleep(max(self.timeouts.poll_s, 0.05))
+                actual = tuple(await self.read_back_offsets(plan.connector))
+                differs = mismatch(plan, actual)
         except OffsetdError as exc:
             text = (
                 f"offsets of {plan.connector} were written but could not be read back ({exc}); "
@@ -298,7 +304,6 @@ class OffsetsService:
             )
             await self._record(replace(snapshot, status="left-stopped", message=text))
             raise ChangeIncomplete(text) from None
-        differs = mismatch(plan, actual)
         if differs:
             text = (
                 f"offsets of {plan.connector} read back differently ({differs}); the connector "

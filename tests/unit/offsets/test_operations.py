@@ -88,6 +88,9 @@ class FakeConnector:
     apply_then_error: bool = False  # apply the PATCH, then answer with patch_error anyway
     on_stop_commit: list[OffsetEntry] = field(default_factory=list)  # last commit while stopping
     patch_bodies: list[dict[str, Any]] = field(default_factory=list)  # every PATCH body received
+    stale_reads: int = 0  # GETs of offsets after a write that still show the old offsets
+    _stale: list[dict[str, Any]] = field(default_factory=list)
+    _stale_left: int = 0
     _lingering: int = 0
     _lagging: int = 0
     _awaiting_tasks: bool = False
@@ -104,6 +107,16 @@ class FakeConnector:
 
     def set_offsets(self, entries: list[OffsetEntry]) -> None:
         self.offsets = {e.key: e for e in entries}
+
+    def offsets_answer(self) -> list[dict[str, Any]]:
+        """GET .../offsets: the offsets, or for `stale_reads` reads after a write the old ones."""
+        if self._stale_left > 0:
+            self._stale_left -= 1
+            return self._stale
+        return [e.as_json() for e in self.offsets.values()]
+
+    def _written(self, before: list[dict[str, Any]]) -> None:
+        self._stale, self._stale_left = before, self.stale_reads
 
     def image(self) -> dict[str, Any]:
         """Offsets as comparable data: partition key -> offset map."""
@@ -190,6 +203,7 @@ class FakeConnector:
             )
         if self.patch_error is not None and not self.apply_then_error:
             return _error(*self.patch_error)
+        self._written([e.as_json() for e in self.offsets.values()])
         if not self.ignore_patch:
             for raw in body["offsets"]:
                 entry = OffsetEntry(raw["partition"], raw["offset"])
@@ -205,6 +219,7 @@ class FakeConnector:
         refused = self.not_stopped()
         if refused is not None:
             return refused
+        self._written([e.as_json() for e in self.offsets.values()])
         self.offsets = {}
         return httpx.Response(200, json={"message": RESET})
 
@@ -237,9 +252,7 @@ class FakeConnect:
         if (method, sub) == ("GET", "status"):
             return httpx.Response(200, json=connector.status())
         if (method, sub) == ("GET", "offsets"):
-            return httpx.Response(
-                200, json={"offsets": [e.as_json() for e in connector.offsets.values()]}
-            )
+            return httpx.Response(200, json={"offsets": connector.offsets_answer()})
         if (method, sub) == ("PUT", "stop"):
             connector.stop()
             return httpx.Response(204)
@@ -316,7 +329,7 @@ def make_env(
             orchestrator,
             client,
             store,
-            timeouts=timeouts or Timeouts(stop_s=2.0, resume_s=2.0, poll_s=0),
+            timeouts=timeouts or Timeouts(stop_s=2.0, resume_s=2.0, poll_s=0, read_back_s=0.2),
         )
     )
     return Env(fake, service, store)
@@ -727,6 +740,26 @@ def test_read_back_mismatch_leaves_connector_stopped(tmp_path: Path) -> None:
     assert snap.status == "left-stopped"
     assert image(*snap.after) == connector.image()
     assert not any(r[1].endswith(("/resume", "/pause")) for r in env.fake.changes())
+
+
+@pytest.mark.parametrize("operation", ["alter", "reset"])
+def test_a_read_back_that_shows_the_old_offsets_for_a_moment_is_read_again(
+    tmp_path: Path, operation: str
+) -> None:
+    """Connect acknowledges a write before every GET shows it (a source connector's worker
+    re-reads its offsets topic): a difference that goes away is no failure."""
+    connector = sink_connector(stale_reads=2)
+    env = make_env(tmp_path, connector)
+    if operation == "alter":
+        outcome = env.alter("my-sink", [sink_entry(0, 5)])
+        assert image(*env.store.get(outcome.snapshot_id).after) == connector.image()
+    else:
+        outcome = env.reset("my-sink")
+        assert connector.offsets == {}
+    assert outcome.final_state == "RUNNING"
+    assert env.store.get(outcome.snapshot_id).status == "applied"
+    reads = [r for r in env.fake.requests if r == ("GET", "/connectors/my-sink/offsets")]
+    assert len(reads) >= 3  # the stale answers were read again
 
 
 def test_reset_read_back_with_partitions_left(tmp_path: Path) -> None:
