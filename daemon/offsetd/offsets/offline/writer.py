@@ -157,11 +157,16 @@ def _require_unchanged(
                 f"topic {view.topic} has {len(partitions)} partitions but had "
                 f"{view.partition_count} when it was read; read it again"
             )
-        moved: list[str] = []
-        for p in partitions:
-            _low, high = consumer.get_watermark_offsets(
+        # Every end offset first: once a partition is assigned, each watermark query waits
+        # behind the fetcher's long poll on the same connection (~0.5 s a partition).
+        highs = {
+            p: consumer.get_watermark_offsets(
                 TopicPartition(view.topic, p), timeout=timeout_s, cached=False
-            )
+            )[1]
+            for p in partitions
+        }
+        moved: list[str] = []
+        for p, high in highs.items():
             start = view.end_offsets.get(p, 0)
             if high != start and _has_records_of(
                 consumer, view.topic, p, start, high, connector, timeout_s
@@ -191,7 +196,9 @@ def _has_records_of(
     deadline = time.monotonic() + timeout_s
     seen = start
     while seen < end and time.monotonic() < deadline:
-        for msg in consumer.consume(500, timeout=1.0):
+        # no more than are left: consume() waits its whole timeout for a batch it cannot fill,
+        # a second per partition that other connectors wrote to since the read
+        for msg in consumer.consume(min(500, end - seen), timeout=1.0):
             if msg.error() is not None:
                 continue
             seen = (msg.offset() or 0) + 1
