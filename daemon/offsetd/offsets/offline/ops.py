@@ -20,6 +20,7 @@ from confluent_kafka.admin import AdminClient
 
 from offsetd.config import Settings
 from offsetd.errors import ChangeIncomplete, ConfigError, ConnectorNotFound
+from offsetd.kafkalogin import check_login
 from offsetd.offsets import documents
 from offsetd.offsets.location import OffsetsLocation, WorkerView, resolve_location
 from offsetd.offsets.model import (
@@ -52,7 +53,11 @@ class OfflineTarget:
                 "offline mode needs the workers' Kafka cluster: set kafka_cluster for the Connect "
                 "cluster in offsetd.yaml, or bootstrap.servers in --worker-config"
             )
-        return self.worker.cluster.client_config(self.settings)
+        conf = self.worker.cluster.client_config(self.settings)
+        # A refused login or certificate: one line and its exit code, not a metadata timeout
+        # and a traceback (the check is made once per process and cluster).
+        check_login(conf)
+        return conf
 
 
 @dataclass(frozen=True)
