@@ -17,7 +17,9 @@ from confluent_kafka import KafkaError, KafkaException
 
 from offsetd.errors import KafkaAccessDenied
 
-__all__ = ["denied", "is_denied", "principal", "raise_if_denied"]
+__all__ = ["DENIED", "denied", "is_denied", "principal", "raise_if_denied"]
+
+DENIED = "not authorized: "  # how every KafkaAccessDenied message begins
 
 _RESOURCE_OF_CODE = {
     KafkaError.TOPIC_AUTHORIZATION_FAILED: "topic",
@@ -99,7 +101,7 @@ def denied(
         needs += [f"{cluster} on the cluster"] if cluster else []
     what = " and ".join(needs) or _plain(resource)
     return KafkaAccessDenied(
-        f"not authorized: {principal(conf)} needs {what} on Kafka at "
+        f"{DENIED}{principal(conf)} needs {what} on Kafka at "
         f"{conf.get('bootstrap.servers', '?')} (no ACL allows it; see the README's "
         "least-privilege table)"
     )

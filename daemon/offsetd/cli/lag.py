@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import signal
+import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -12,6 +13,8 @@ import click
 from offsetd.cli.failures import reports_errors
 from offsetd.cli.output import emit_json, table
 from offsetd.config import DEFAULT_CONFIG_PATH, load_settings
+from offsetd.errors import KafkaAccessDenied
+from offsetd.kafkaaccess import DENIED
 from offsetd.kafkalogin import check_logins
 from offsetd.lag.exporter import LagExporter
 from offsetd.lag.server import metrics_server
@@ -141,6 +144,10 @@ def lag(ctx: click.Context, config_path: Path, state_file: Path | None, output: 
         emit_json(snapshot.as_json())
     else:
         _print_table(snapshot)
+    refused = [m for m in snapshot.errors.values() if m.startswith(DENIED)]
+    if refused:  # what could be read is printed; a missing ACL is not a passing state
+        click.echo(f"error: {refused[0]}", err=True)
+        sys.exit(KafkaAccessDenied.exit_code)
 
 
 @lag.command()

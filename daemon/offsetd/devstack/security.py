@@ -251,18 +251,26 @@ def _workload(principal: str) -> list[Acl]:
     ]
 
 
-# offsetd's ACLs: the README's least-privilege table (see "Secure clusters").
+# offsetd's ACLs: the README's least-privilege table ("Least privilege"), each one needed by a
+# feature (tests/integration/test_least_privilege.py removes each in turn). READ, WRITE and
+# DELETE imply DESCRIBE, so no DESCRIBE is granted where one of them is.
 OFFSETD_ACLS = [
-    Acl("offsetd", "topic", "*", "DESCRIBE"),
+    # every reader: Connect's status, config and offsets topics, DLQs, the records a rule checks
+    # or quarantines, MM2's offset syncs and checkpoints, the topics a rewind plan scans
     Acl("offsetd", "topic", "*", "READ"),
-    Acl("offsetd", "topic", "*", "DESCRIBE_CONFIGS"),
-    Acl("offsetd", "topic", "offsetd", "ALL", prefixed=True),
+    # offline writes of source connectors' offsets
     Acl("offsetd", "topic", "connect-offsets", "WRITE"),
+    # offsetd's own topics: audit, sagas, control, quarantine, snapshots, the daemon's internal
+    Acl("offsetd", "topic", "offsetd", "CREATE", prefixed=True),
+    Acl("offsetd", "topic", "offsetd", "WRITE", prefixed=True),
+    Acl("offsetd", "topic", "offsetd", "DESCRIBE_CONFIGS", prefixed=True),  # snapshots: compacted?
+    # the daemon's consumer groups (`daemon.app_id` and `<app_id>-ingest`)
+    Acl("offsetd", "group", "offsetd", "READ", prefixed=True),
+    # lag's checkpointed groups, and sinks whose group is not `connect-<name>`: offsets read
     Acl("offsetd", "group", "*", "DESCRIBE"),
-    Acl("offsetd", "group", "*", "READ"),
-    Acl("offsetd", "group", "*", "DELETE"),
-    Acl("offsetd", "group", "offsetd", "ALL", prefixed=True),
-    Acl("offsetd", "transactional_id", "offsetd", "ALL", prefixed=True),
+    # offline writes of sink connectors' groups (Connect's default `connect-<name>`)
+    Acl("offsetd", "group", "connect-", "READ", prefixed=True),
+    Acl("offsetd", "group", "connect-", "DELETE", prefixed=True),
 ]
 
 STACK_ACLS = [*_workload("connect"), *_workload("mm2"), *OFFSETD_ACLS]

@@ -15,11 +15,12 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
-from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, TopicPartition
+from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from offsetd.config import Settings
 from offsetd.errors import ChangeIncomplete, ConfigError, ConnectorNotFound
+from offsetd.kafkaaccess import raise_if_denied
 from offsetd.kafkalogin import check_login
 from offsetd.offsets import documents
 from offsetd.offsets.location import OffsetsLocation, WorkerView, resolve_location
@@ -227,7 +228,12 @@ def _group_offsets(location: OffsetsLocation, settings: Settings | None) -> list
         dict[str, str | int | float | bool](location.data_cluster.client_config(settings))
     )
     request = [ConsumerGroupTopicPartitions(location.sink_group)]
-    result = admin.list_consumer_group_offsets(request)[location.sink_group].result()
+    try:
+        result = admin.list_consumer_group_offsets(request)[location.sink_group].result()
+    except KafkaException as exc:
+        conf = location.data_cluster.client_config(settings)
+        raise_if_denied(exc, conf, group=("DESCRIBE", location.sink_group))
+        raise
     return [
         OffsetEntry(sink_partition(tp.topic, tp.partition), {"kafka_offset": tp.offset})
         for tp in sorted(result.topic_partitions or [], key=lambda t: (t.topic, t.partition))
