@@ -52,7 +52,10 @@ class Principal:
 
 
 def _admins(stack: StackInfo) -> list[AdminClient]:
-    return [AdminClient(stack.admin_config(alias)) for alias in CLUSTERS]
+    return [
+        AdminClient(dict[str, str | int | float | bool](stack.admin_config(alias)))
+        for alias in CLUSTERS
+    ]
 
 
 def _grant(stack: StackInfo, acls: list[Acl]) -> None:
@@ -120,7 +123,7 @@ def principal(
 
     suffix = name.removeprefix("offsetd-")
     control, snapshots = f"offsetd.{suffix}.control", f"offsetd.{suffix}.snapshots"
-    admin = AdminClient(secure_stack.admin_config("west"))
+    admin = AdminClient(dict[str, str | int | float | bool](secure_stack.admin_config("west")))
     compact = {"cleanup.policy": "compact"}
     futures = admin.create_topics(
         [NewTopic(control, 1, 1, config=compact), NewTopic(snapshots, 1, 1, config=compact)]
