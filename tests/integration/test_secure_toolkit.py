@@ -512,6 +512,8 @@ def test_nothing_offsetd_said_or_wrote_holds_a_secret(
 
     secrets = [*stack_secrets(secure_stack), DISTINCT_KAFKA, DISTINCT_REST]
     assert all(len(s) >= 8 for s in secrets)  # none so short that it shows up by chance
+    # the search finds a password where one is: in the admin's own client settings
+    assert sum(s in json.dumps(admin) for s in secrets) == 1
     # which text holds which secret (by index: a failure must not print the secret itself)
     leaks = [(what, i) for what, text in texts.items() for i, s in enumerate(secrets) if s in text]
     assert leaks == []
