@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -12,9 +13,9 @@ from click.testing import CliRunner, Result
 from offsetd.cli import main
 
 
-def offsetd(config: Path, *args: str, input: str | None = None) -> Result:
-    """Run `offsetd <command path> --config <config> <rest>`: --config belongs to the leaf
-    command, however many group names lead to it (`pause`, `offsets list`, `lag serve`)."""
+def leaf_argv(config: Path, args: Sequence[str]) -> list[str]:
+    """`<command path> --config <config> <rest>`: --config belongs to the leaf command, however
+    many group names lead to it (`pause`, `offsets list`, `lag serve`)."""
     depth = 0
     command: click.Command = main
     while isinstance(command, click.Group) and depth < len(args):
@@ -22,8 +23,12 @@ def offsetd(config: Path, *args: str, input: str | None = None) -> Result:
         if found is None:
             break
         command, depth = found, depth + 1
-    argv = [*args[:depth], "--config", str(config), *args[depth:]]
-    return CliRunner().invoke(main, argv, input=input)
+    return [*args[:depth], "--config", str(config), *args[depth:]]
+
+
+def offsetd(config: Path, *args: str, input: str | None = None) -> Result:
+    """Run `offsetd <command path> --config <config> <rest>` in this process."""
+    return CliRunner().invoke(main, leaf_argv(config, args), input=input)
 
 
 def offsetd_json(config: Path, *args: str, input: str | None = None) -> Any:

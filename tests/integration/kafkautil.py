@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import quote
@@ -89,9 +89,15 @@ def consume_all(
     bootstrap: str, topic: str, partition: int = 0, timeout_s: float = 10
 ) -> list[Message]:
     """Every record currently in one partition, read without a consumer group."""
-    consumer = Consumer(
-        {"bootstrap.servers": bootstrap, "group.id": unique("reader"), "enable.auto.commit": False}
-    )
+    return read_partition({"bootstrap.servers": bootstrap}, topic, partition, timeout_s)
+
+
+def read_partition(
+    conf: Mapping[str, str], topic: str, partition: int, timeout_s: float = 10
+) -> list[Message]:
+    """Every record currently in one partition, read with the client settings `conf` (a
+    principal's, on a secure cluster) and no consumer group."""
+    consumer = Consumer({**conf, "group.id": unique("reader"), "enable.auto.commit": False})
     try:
         tp = TopicPartition(topic, partition)
         low, high = consumer.get_watermark_offsets(tp, timeout=10)

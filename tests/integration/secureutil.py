@@ -21,15 +21,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import click
 import psutil
 from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
-from offsetd.cli import main
 from offsetd.devstack.stack import StackInfo
-from tests.integration.kafkautil import ConnectClient, offset_of
+from tests.integration.cliutil import leaf_argv
+from tests.integration.kafkautil import ConnectClient, offset_of, read_partition
 from tests.integration.lagutil import OFFSETD
 
 __all__ = [
@@ -92,32 +91,28 @@ def produce(
 
 
 def consume_all(conf: Mapping[str, str], topic: str, timeout_s: float = 15) -> list[Message]:
-    """Every record now in every partition of `topic`, read without a consumer group."""
-    consumer = Consumer(
-        {**conf, "group.id": f"secure-reader-{uuid.uuid4().hex[:8]}", "enable.auto.commit": False}
-    )
+    """Every record now in every non-empty partition of `topic`, read without a consumer group,
+    each partition asserted read whole."""
+    admin = AdminClient(dict[str, str | int | float | bool](conf))
+    metadata = admin.list_topics(topic, timeout=10).topics[topic]
+    assert metadata.error is None, metadata.error
+    out: list[Message] = []
+    for partition in metadata.partitions:
+        low, high = _watermarks(conf, topic, partition)
+        if high <= low:
+            continue
+        got = read_partition(conf, topic, partition, timeout_s)
+        assert got, f"{topic}-{partition} not read"
+        assert offset_of(got[-1]) >= high - 1, f"{topic}-{partition} not read whole"
+        out.extend(got)
+    return out
+
+
+def _watermarks(conf: Mapping[str, str], topic: str, partition: int) -> tuple[int, int]:
+    consumer = Consumer({**conf, "group.id": f"secure-ends-{uuid.uuid4().hex[:8]}"})
     try:
-        metadata = consumer.list_topics(topic, timeout=10).topics[topic]
-        assert metadata.error is None, metadata.error
-        out: list[Message] = []
-        for partition in metadata.partitions:
-            tp = TopicPartition(topic, partition)
-            low, high = consumer.get_watermark_offsets(tp, timeout=10)
-            if high <= low:
-                continue
-            consumer.assign([TopicPartition(topic, partition, low)])
-            got: list[Message] = []
-            deadline = time.monotonic() + timeout_s
-            while (not got or offset_of(got[-1]) < high - 1) and time.monotonic() < deadline:
-                msg = consumer.poll(0.5)
-                if msg is None:
-                    continue
-                assert msg.error() is None, msg.error()
-                got.append(msg)
-            assert got, f"{topic}-{partition} not read"
-            assert offset_of(got[-1]) >= high - 1, f"{topic}-{partition} not read whole"
-            out.extend(got)
-        return out
+        low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)
+        return int(low), int(high)
     finally:
         consumer.close()
 
@@ -134,18 +129,6 @@ def topic_texts(conf: Mapping[str, str], topic: str) -> str:
                 parts.append(blob.decode("utf-8", "replace"))
         parts.extend(str(k) for k, _v in pairs)
     return "\n".join(parts)
-
-
-def _argv(config: Path, args: Sequence[str]) -> list[str]:
-    """`<command path> --config <config> <rest>`: --config belongs to the leaf command."""
-    depth = 0
-    command: click.Command = main
-    while isinstance(command, click.Group) and depth < len(args):
-        found = command.get_command(click.Context(command), args[depth])
-        if found is None:
-            break
-        command, depth = found, depth + 1
-    return [*args[:depth], "--config", str(config), *args[depth:]]
 
 
 @dataclass
@@ -166,7 +149,7 @@ class Transcript:
         env: Mapping[str, str] | None = None,
         timeout: float = 240,
     ) -> subprocess.CompletedProcess[str]:
-        argv = [str(OFFSETD), *_argv(config, args)]
+        argv = [str(OFFSETD), *leaf_argv(config, args)]
         done = subprocess.run(
             argv,
             input=input,
@@ -185,7 +168,7 @@ class Transcript:
     ) -> tuple[subprocess.CompletedProcess[str], list[str]]:
         """`run`, and the command lines of offsetd's process and all it starts (Spark's JVM),
         sampled every 0.3 s while it runs: what `ps` shows of it."""
-        argv = [str(OFFSETD), *_argv(config, args)]
+        argv = [str(OFFSETD), *leaf_argv(config, args)]
         seen: set[str] = set()
         with subprocess.Popen(
             argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True

@@ -35,6 +35,7 @@ from ruamel.yaml import YAML
 from offsetd.devstack import mm2
 from offsetd.devstack.security import OFFSETD_ACLS, Acl
 from offsetd.devstack.stack import StackInfo
+from tests.integration.cliutil import leaf_argv
 from tests.integration.kafkautil import json_file_sink, string_file_source, unique, wait_for
 from tests.integration.lagutil import OFFSETD
 from tests.integration.secureutil import SecureConnect, create_topic, produce
@@ -87,11 +88,8 @@ def _revoke(stack: StackInfo, acls: list[Acl]) -> None:
 def _run(
     principal: Principal, *args: str, stdin: str | None = None
 ) -> subprocess.CompletedProcess[str]:
-    # --config goes to the leaf command: after the subcommand words given first
-    words = 2 if args[0] in ("offsets", "quarantine") else 1
-    command = [*args[:words], "--config", str(principal.config), *args[words:]]
     return subprocess.run(
-        [str(OFFSETD), *command],
+        [str(OFFSETD), *leaf_argv(principal.config, args)],
         input=stdin,
         capture_output=True,
         text=True,
