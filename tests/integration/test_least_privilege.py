@@ -5,13 +5,15 @@ README's least-privilege table) on both clusters. With them every toolkit featur
 each ACL is removed in turn and the feature that needs it fails with one line naming the
 operation and the topic or group, exit code 58 (`KafkaAccessDenied`), in seconds.
 
-The daemon itself runs on these ACLs in `test_secure_stack.py` (the stack grants them to
-`offsetd`, and the demo heals a poison record as that principal).
+The daemon runs on these ACLs in `test_secure_stack.py` (the stack grants them to `offsetd`,
+and the demo heals a poison record as that principal); here it is shown waiting, unready and
+naming the ACL, without READ on its own group, and starting once it is granted.
 """
 
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import time
 import uuid
@@ -19,6 +21,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+import httpx
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import (  # type: ignore[attr-defined]  # not in its __all__
@@ -37,7 +40,7 @@ from offsetd.devstack.security import OFFSETD_ACLS, Acl
 from offsetd.devstack.stack import StackInfo
 from tests.integration.cliutil import leaf_argv
 from tests.integration.kafkautil import json_file_sink, string_file_source, unique, wait_for
-from tests.integration.lagutil import OFFSETD
+from tests.integration.lagutil import OFFSETD, stop_process
 from tests.integration.secureutil import SecureConnect, create_topic, produce
 
 pytestmark = pytest.mark.integration
@@ -293,10 +296,10 @@ NEEDS = {
 }
 
 
-def test_every_acl_but_the_daemons_group_is_tested() -> None:
+def test_every_acl_is_tested() -> None:
     tested = {index for index, _words in NEEDS.values()}
     untested = [a for i, a in enumerate(OFFSETD_ACLS) if i not in tested]
-    # the daemon's own groups: proven by the demo on the secure stack (test_secure_stack.py)
+    # the daemon's own groups: test_the_daemon_without_read_on_its_group_waits_and_says_so
     assert untested == [Acl("offsetd", "group", "offsetd", "READ", prefixed=True)]
 
 
@@ -347,3 +350,72 @@ def test_each_acl_removed_is_named_in_one_line(
     assert words in errors[0], errors[0]
     assert principal.name in errors[0], errors[0]
     assert took < 30, f"{which}: {took:.1f} s"
+
+
+# -- the daemon: READ on its own groups -----------------------------------------------------------
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _readyz(port: int) -> tuple[int, str]:
+    try:
+        answer = httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=3)
+    except httpx.HTTPError:
+        return 0, ""
+    return answer.status_code, answer.text
+
+
+def _readyz_saying(port: int, words: str) -> tuple[int, str] | None:
+    page = _readyz(port)
+    return page if words in page[1] else None
+
+
+def test_the_daemon_without_read_on_its_group_waits_and_says_so(
+    secure_stack: StackInfo, principal: Principal, tmp_path: Path
+) -> None:
+    """Without READ on its consumer group the daemon is unready and names the ACL (faust's join
+    alone would wait in silence); once the ACL is granted it starts, without a restart."""
+    port = _free_port()
+    app_id = f"offsetd-{principal.name.removeprefix('offsetd-')}-daemon"
+    yaml = YAML()
+    doc = yaml.load(principal.config.read_text())
+    doc["daemon"] = {"web_port": port, "app_id": app_id}
+    config = tmp_path / "offsetd.yaml"
+    with config.open("w") as out:
+        yaml.dump(doc, out)
+    acl = principal.acls[5]
+    assert (acl.resource, acl.name, acl.operation) == ("group", "offsetd", "READ")
+    _revoke(secure_stack, [acl])
+    log = tmp_path / "daemon.log"
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            [str(OFFSETD), "run", "--config", str(config), "--rules", "rules/examples"],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    granted = False
+    try:
+        status, body = wait_for(
+            "/readyz to name the missing ACL",
+            lambda: _readyz_saying(port, "READ on group"),
+            timeout_s=60,
+        )
+        assert status == 503, body
+        assert f"needs READ on group '{app_id}" in body, body
+        assert proc.poll() is None, log.read_text()
+        _grant(secure_stack, [acl])
+        granted = True
+        wait_for("the daemon to become ready", lambda: _readyz(port)[0] == 200, timeout_s=120)
+    finally:
+        if not granted:
+            _grant(secure_stack, [acl])
+        stop_process(proc)
+    text = log.read_text()
+    said = [line for line in text.splitlines() if "not ready:" in line]
+    assert len(said) == 1, text
+    assert "READ on group" in said[0]
+    assert "Traceback" not in text

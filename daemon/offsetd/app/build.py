@@ -16,6 +16,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from offsetd.app.broker import events_topic_of, new_faust_app, state_table_of
 from offsetd.app.counters import LaterMetrics
 from offsetd.app.decider import FrameDecider
+from offsetd.app.group_access import ingest_group
 from offsetd.app.health import Health
 from offsetd.app.probes import health_pages
 from offsetd.app.recovery import remediation_start
@@ -83,7 +84,7 @@ def _ingest_task(
         wiring.kafka.client_config(),
         wiring.ingest_sources(),
         events_name,
-        group_id=f"{settings.app_id}-ingest",
+        group_id=ingest_group(settings.app_id),
         on_malformed=decider.malformed,
         on_lag=lambda topic, partition, lag: metrics.consumer_lag.labels(topic, str(partition)).set(
             lag

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import click
-from confluent_kafka import KafkaException
+from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient
 from prometheus_client import CollectorRegistry
 
@@ -22,10 +22,12 @@ from offsetd.connect.client import ConnectClient
 from offsetd.errors import (
     ConfigError,
     ConnectUnavailable,
+    KafkaAccessDenied,
     KafkaAuthFailed,
     OffsetdError,
     TlsFailed,
 )
+from offsetd.kafkaaccess import denied
 from offsetd.kafkalogin import checked_config
 
 __all__ = [
@@ -99,6 +101,7 @@ def wait_for_clusters(
         while True:
             try:
                 check_cluster_ids(settings, alias)
+                check_group_access(settings, alias)
                 return
             except _WAITED_OUT as exc:
                 reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
@@ -113,9 +116,33 @@ def wait_for_clusters(
             log.info("the clusters answer: starting")
 
 
+def check_group_access(settings: Settings, alias: str) -> None:
+    """READ on the daemon's consumer groups: without it faust would wait for a join in silence.
+    A probe that gets no answer decides nothing (the join then says what it says)."""
+    from aiokafka.errors import KafkaError as AioKafkaError  # type: ignore[import-untyped]
+
+    from offsetd.app.broker import aiokafka_auth
+    from offsetd.app.group_access import daemon_groups, refused_groups
+
+    kafka = settings.kafka_clusters[alias]
+    probe = refused_groups(daemon_groups(settings), kafka.bootstrap_servers, aiokafka_auth(kafka))
+    try:
+        refused = asyncio.run(probe)
+    except (AioKafkaError, OSError, TimeoutError):
+        return
+    if refused:
+        error = denied(
+            KafkaError(KafkaError.GROUP_AUTHORIZATION_FAILED),
+            kafka.client_config(),
+            group=("READ", refused[0]),
+        )
+        assert error is not None
+        raise error
+
+
 # What keeps the daemon waiting at start (not ready) rather than exiting: a cluster that does
-# not answer yet, and credentials or certificates a person can fix while it waits.
-_WAITED_OUT = (KafkaException, ConnectUnavailable, KafkaAuthFailed, TlsFailed)
+# not answer yet, and credentials, certificates or ACLs a person can fix while it waits.
+_WAITED_OUT = (KafkaException, ConnectUnavailable, KafkaAuthFailed, TlsFailed, KafkaAccessDenied)
 
 
 @click.command()
