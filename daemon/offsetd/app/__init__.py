@@ -29,7 +29,9 @@ make counting idempotent and decision ids are deterministic, so the audit never 
 twice.
 
 Modules: `wiring` (what `offsetd run` hands in), `broker` (the faust app, its credentials,
-topic, table and worker), `counters`, `decider`, `metadata`, `recovery`, `build` (`build_app`).
+topic, table and worker), `counters`, `decider`, `metadata`, `recovery`, `build` (`build_app`),
+`health` and `probes` (`/healthz`, `/readyz`), `startup_health` and `group_access` (before the
+worker starts: the pages while it waits, and whether it may join its groups).
 """
 
 from offsetd.app.broker import faust_credentials, run_worker
