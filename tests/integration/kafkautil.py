@@ -63,7 +63,22 @@ def produce(
     """Produce in order to one partition and return the offsets the broker assigned.
 
     `timestamps`: the records' create times (ms), one per record; default: now."""
-    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
+    return produce_with(
+        {"bootstrap.servers": bootstrap}, topic, records, partition, timestamps=timestamps
+    )
+
+
+def produce_with(
+    conf: Mapping[str, str],
+    topic: str,
+    records: Sequence[tuple[bytes | None, bytes | None]],
+    partition: int = 0,
+    *,
+    timestamps: Sequence[int] | None = None,
+    headers: list[tuple[str, str | bytes | None]] | None = None,
+) -> list[int]:
+    """`produce` with the client settings `conf` (a principal's, on a secure cluster)."""
+    producer = Producer({**conf, "enable.idempotence": True})
     offsets: list[int] = []
     errors: list[KafkaError] = []
 
@@ -77,7 +92,13 @@ def produce(
     assert len(times) == len(records), "one timestamp per record"
     for (key, value), ts in zip(records, times, strict=True):
         producer.produce(
-            topic, value=value, key=key, partition=partition, timestamp=ts, on_delivery=on_delivery
+            topic,
+            value=value,
+            key=key,
+            partition=partition,
+            timestamp=ts,
+            headers=headers,
+            on_delivery=on_delivery,
         )
     remaining = producer.flush(30)
     assert remaining == 0, f"{remaining} records not delivered to {topic}"

@@ -22,13 +22,13 @@ from pathlib import Path
 from typing import Any
 
 import psutil
-from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
+from confluent_kafka import Consumer, Message, TopicPartition
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
 from offsetd.devstack.stack import StackInfo
 from tests.integration.cliutil import leaf_argv
-from tests.integration.kafkautil import ConnectClient, offset_of, read_partition
+from tests.integration.kafkautil import ConnectClient, offset_of, produce_with, read_partition
 from tests.integration.lagutil import OFFSETD
 
 __all__ = [
@@ -71,23 +71,7 @@ def produce(
     headers: list[tuple[str, str | bytes | None]] | None = None,
 ) -> list[int]:
     """Produce in order to partition 0; the offsets the broker assigned."""
-    producer = Producer({**conf, "enable.idempotence": True})
-    offsets: list[int] = []
-    errors: list[KafkaError] = []
-
-    def on_delivery(err: KafkaError | None, msg: Message) -> None:
-        if err is not None:
-            errors.append(err)
-        else:
-            offsets.append(offset_of(msg))
-
-    for key, value in records:
-        producer.produce(
-            topic, value=value, key=key, partition=0, headers=headers, on_delivery=on_delivery
-        )
-    assert producer.flush(30) == 0, f"records not delivered to {topic}"
-    assert not errors, f"delivery errors: {errors}"
-    return offsets
+    return produce_with(conf, topic, records, headers=headers)
 
 
 def consume_all(conf: Mapping[str, str], topic: str, timeout_s: float = 15) -> list[Message]:

@@ -136,9 +136,7 @@ def test_a_daemon_started_while_kafka_is_down_waits_for_it(
     try:
         daemon.start(wait=False)
         assert daemon.proc is not None
-        wait_for(
-            "the daemon to say it waits", lambda: "waiting for the clusters" in daemon.log(), 90
-        )
+        wait_for("the daemon to say it waits", lambda: "not ready: " in daemon.log(), 90)
         time.sleep(10)
         assert daemon.proc.poll() is None, daemon.log()[-3000:]
     finally:

@@ -13,7 +13,7 @@ naming the ACL, without READ on its own group, and starting once it is granted.
 from __future__ import annotations
 
 import json
-import socket
+import signal
 import subprocess
 import time
 import uuid
@@ -39,8 +39,9 @@ from offsetd.devstack import mm2
 from offsetd.devstack.security import OFFSETD_ACLS, Acl
 from offsetd.devstack.stack import StackInfo
 from tests.integration.cliutil import leaf_argv
+from tests.integration.daemonproc import Daemon, free_port
 from tests.integration.kafkautil import json_file_sink, string_file_source, unique, wait_for
-from tests.integration.lagutil import OFFSETD, stop_process
+from tests.integration.lagutil import OFFSETD
 from tests.integration.secureutil import SecureConnect, create_topic, produce
 
 pytestmark = pytest.mark.integration
@@ -355,12 +356,6 @@ def test_each_acl_removed_is_named_in_one_line(
 # -- the daemon: READ on its own groups -----------------------------------------------------------
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def _readyz(port: int) -> tuple[int, str]:
     try:
         answer = httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=3)
@@ -379,7 +374,7 @@ def test_the_daemon_without_read_on_its_group_waits_and_says_so(
 ) -> None:
     """Without READ on its consumer group the daemon is unready and names the ACL (faust's join
     alone would wait in silence); once the ACL is granted it starts, without a restart."""
-    port = _free_port()
+    port = free_port()
     app_id = f"offsetd-{principal.name.removeprefix('offsetd-')}-daemon"
     yaml = YAML()
     doc = yaml.load(principal.config.read_text())
@@ -390,13 +385,13 @@ def test_the_daemon_without_read_on_its_group_waits_and_says_so(
     acl = principal.acls[5]
     assert (acl.resource, acl.name, acl.operation) == ("group", "offsetd", "READ")
     _revoke(secure_stack, [acl])
-    log = tmp_path / "daemon.log"
-    with log.open("wb") as out:
-        proc = subprocess.Popen(
-            [str(OFFSETD), "run", "--config", str(config), "--rules", "rules/examples"],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
+    daemon = Daemon(
+        config,
+        tmp_path / "daemon.log",
+        port,
+        args=["run", "--config", str(config), "--rules", "rules/examples"],
+    )
+    daemon.start(wait=False)
     granted = False
     try:
         status, body = wait_for(
@@ -406,15 +401,16 @@ def test_the_daemon_without_read_on_its_group_waits_and_says_so(
         )
         assert status == 503, body
         assert f"needs READ on group '{app_id}" in body, body
-        assert proc.poll() is None, log.read_text()
+        assert daemon.proc is not None
+        assert daemon.proc.poll() is None, daemon.log()
         _grant(secure_stack, [acl])
         granted = True
         wait_for("the daemon to become ready", lambda: _readyz(port)[0] == 200, timeout_s=120)
     finally:
         if not granted:
             _grant(secure_stack, [acl])
-        stop_process(proc)
-    text = log.read_text()
+        daemon.kill(signal.SIGTERM)
+    text = daemon.log()
     said = [line for line in text.splitlines() if "not ready:" in line]
     assert len(said) == 1, text
     assert "READ on group" in said[0]

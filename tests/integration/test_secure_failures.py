@@ -13,6 +13,7 @@ extension has no roles): `tests/unit/connect/test_connect_access.py` covers that
 from __future__ import annotations
 
 import json
+import signal
 import socket
 import ssl
 import subprocess
@@ -29,7 +30,8 @@ from ruamel.yaml import YAML
 from offsetd.devstack.jars import java_executable
 from offsetd.devstack.stack import StackInfo
 from offsetd.devstack.tls import keytool_of, make_ca, server_certificate
-from tests.integration.lagutil import OFFSETD, stop_process
+from tests.integration.daemonproc import Daemon, free_port
+from tests.integration.lagutil import OFFSETD
 
 pytestmark = pytest.mark.integration
 
@@ -215,12 +217,6 @@ def test_an_expired_or_wrong_host_connect_certificate(
 # -- the daemon waits, unready, and says why ----------------------------------------------------
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def _page(url: str) -> tuple[int, dict[str, Any]]:
     try:
         with urllib.request.urlopen(url, timeout=3) as answer:  # noqa: S310 (http:// only)
@@ -239,15 +235,16 @@ def _page(url: str) -> tuple[int, dict[str, Any]]:
 def test_the_daemon_waits_unready_and_says_why(
     secure_yaml: Path, tmp_path: Path, change: str, reason: str
 ) -> None:
-    port = _free_port()
+    port = free_port()
     config = _config(secure_yaml, tmp_path, web_port=port, **{change: True})
-    log = tmp_path / "daemon.log"
-    with log.open("wb") as out:
-        proc = subprocess.Popen(
-            [str(OFFSETD), "run", "--config", str(config), "--rules", "rules/examples"],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
+    daemon = Daemon(
+        config,
+        tmp_path / "daemon.log",
+        port,
+        args=["run", "--config", str(config), "--rules", "rules/examples"],
+    )
+    daemon.start(wait=False)
+    assert daemon.proc is not None
     try:
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
@@ -258,14 +255,14 @@ def test_the_daemon_waits_unready_and_says_why(
                 pass
             time.sleep(0.3)
         time.sleep(12)  # several retries (every 5 s)
-        assert proc.poll() is None, log.read_text()
+        assert daemon.proc.poll() is None, daemon.log()
         assert _page(f"http://127.0.0.1:{port}/healthz")[0] == 200
         status, body = _page(f"http://127.0.0.1:{port}/readyz")
         assert status == 503, body
         assert reason in body["checks"]["startup"]["detail"], body
     finally:
-        stop_process(proc)
-    text = log.read_text()
+        daemon.kill(signal.SIGTERM)
+    text = daemon.log()
     assert [line for line in text.splitlines() if "not ready:" in line and reason in line]
     assert len([line for line in text.splitlines() if "not ready:" in line]) == 1, text
     assert "Traceback" not in text
