@@ -134,19 +134,19 @@ def test_a_daemon_started_while_kafka_is_down_waits_for_it(
     procs.stop([broker])
     daemon = Daemon(config, tmp_path / "daemon.log", port)
     try:
-        daemon.start(wait=False)
-        assert daemon.proc is not None
-        wait_for("the daemon to say it waits", lambda: "not ready: " in daemon.log(), 90)
-        time.sleep(10)
-        assert daemon.proc.poll() is None, daemon.log()[-3000:]
-    finally:
-        stack.spawn_extra("kafka-west", list(broker.argv))
-    try:
+        try:
+            daemon.start(wait=False)
+            assert daemon.proc is not None
+            wait_for("the daemon to say it waits", lambda: "not ready: " in daemon.log(), 90)
+            time.sleep(10)
+            assert daemon.proc.poll() is None, daemon.log()[-3000:]
+        finally:
+            stack.spawn_extra("kafka-west", list(broker.argv))
         base = f"http://127.0.0.1:{port}"
         wait_for("/readyz 200", lambda: _ready(base), timeout_s=180)
         assert daemon.proc.poll() is None
     finally:
-        daemon.stop()
+        daemon.stop()  # also when a wait above failed: no daemon outlives its test
 
 
 def _ready(base: str) -> bool:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import signal
 import sys
 import threading
@@ -13,9 +12,8 @@ import click
 
 from offsetd.cli.failures import reports_errors
 from offsetd.cli.output import emit_json, table
-from offsetd.config import DEFAULT_CONFIG_PATH, ConnectCluster, Settings, load_settings
-from offsetd.connect.client import ConnectClient
-from offsetd.errors import ConnectAccessDenied, KafkaAccessDenied, OffsetdError, TlsFailed
+from offsetd.config import DEFAULT_CONFIG_PATH, load_settings
+from offsetd.errors import KafkaAccessDenied
 from offsetd.kafkaaccess import DENIED
 from offsetd.kafkalogin import check_logins
 from offsetd.lag.exporter import LagExporter
@@ -123,23 +121,6 @@ def _print_table(snapshot: Snapshot) -> None:
         click.echo(f"warning: {stage}: {message}", err=True)
 
 
-async def _check_connect_logins(settings: Settings) -> None:
-    """Connect's 401/403 or an untrusted certificate: one line and its exit code, like a
-    refused Kafka login (the collector would turn it into a warning). A Connect that does not
-    answer is left to the collector, which reports it and goes on with the rest."""
-
-    async def one(cluster: ConnectCluster) -> None:
-        async with ConnectClient.for_cluster(cluster, timeout_s=10.0) as client:
-            try:
-                await client.root()
-            except (ConnectAccessDenied, TlsFailed):
-                raise
-            except OffsetdError:
-                return
-
-    await asyncio.gather(*(one(c) for _n, c in sorted(settings.connect_clusters.items())))
-
-
 @click.group(invoke_without_command=True)
 @config_option
 @state_option
@@ -154,7 +135,6 @@ def lag(ctx: click.Context, config_path: Path, state_file: Path | None, output: 
     # daemon's or `lag serve`'s, and one sample from here must not overwrite theirs.
     settings = load_settings(config_path)
     check_logins(settings)  # a refused login or certificate: one line and its exit code
-    asyncio.run(_check_connect_logins(settings))
     exporter = LagExporter(settings, state_file=state_file, read_only_state=True)
     try:
         snapshot = exporter.run_once()
