@@ -123,6 +123,7 @@ def test_a_wrong_connect_password(
     config = _config(secure_yaml, tmp_path, rest_password=True)
     names = [secure_stack.connect["url"], "refused our credentials (user offsetd): 401"]
     _fails(config, "offsets", "list", code=61, names=names)
+    _fails(config, "lag", code=61, names=names)  # not a warning and exit 0
 
 
 # -- certificates only a test server can present ------------------------------------------------

@@ -134,7 +134,9 @@ def lag(ctx: click.Context, config_path: Path, state_file: Path | None, output: 
     # daemon's or `lag serve`'s, and one sample from here must not overwrite theirs.
     settings = load_settings(config_path)
     check_logins(settings)  # a refused login or certificate: one line and its exit code
-    exporter = LagExporter(settings, state_file=state_file, read_only_state=True)
+    exporter = LagExporter(
+        settings, state_file=state_file, read_only_state=True, refusals_fatal=True
+    )
     try:
         snapshot = exporter.run_once()
     finally:

@@ -35,6 +35,7 @@ from typing import Any
 
 from offsetd.adminclient import connected_admin
 from offsetd.config import Settings
+from offsetd.errors import ConnectAccessDenied, TlsFailed
 from offsetd.lag.arithmetic import first_unreplicated, records_lag, seconds_lag, visible_lag
 from offsetd.lag.checkpoint_cycle import CheckpointReader
 from offsetd.lag.connect_state import ConnectView, MirrorFlow, read_connect
@@ -133,12 +134,16 @@ class Collector:
         admin_factory: Callable[[dict[str, str]], Any] | None = None,
         state_file: Path | None = None,
         read_only_state: bool = False,
+        refusals_fatal: bool = False,
     ) -> None:
         self.settings = settings
         self.lag = settings.lag
         # read the windows from `state_file` but never write it (a one-shot `offsetd lag` next
         # to a running daemon whose file it is)
         self.read_only_state = read_only_state
+        # Connect refusing our credentials or certificate ends the cycle (a one-shot's one
+        # error line and exit code) instead of being a stage error the next cycle retries
+        self.refusals_fatal = refusals_fatal
         self._clock = clock
         self._admin_factory: Callable[[dict[str, str]], Any] = admin_factory or _admin_client
         self.state_file = state_file
@@ -272,6 +277,8 @@ class Collector:
             try:
                 self._views[name] = asyncio.run(read_connect(name, cluster))
             except Exception as exc:  # keep the last view: states are unknown, not changed
+                if self.refusals_fatal and isinstance(exc, ConnectAccessDenied | TlsFailed):
+                    raise
                 errors[f"connect:{name}"] = str(exc)
 
     def _note_running(self, now_ms: int) -> None:

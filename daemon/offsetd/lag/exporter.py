@@ -46,6 +46,7 @@ class LagExporter:
         admin_factory: Callable[[dict[str, str]], Any] | None = None,
         state_file: Path | None = None,
         read_only_state: bool = False,
+        refusals_fatal: bool = False,
     ) -> None:
         self.settings = settings
         path = state_file or settings.lag.state_file or settings.daemon.data_dir / STATE_FILE_NAME
@@ -55,6 +56,7 @@ class LagExporter:
             admin_factory=admin_factory,
             state_file=path,
             read_only_state=read_only_state,
+            refusals_fatal=refusals_fatal,
         )
         self._snapshot: Snapshot | None = None
         self._page = b""

@@ -8,9 +8,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import pytest
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
 from offsetd.config import Settings
+from offsetd.errors import ConnectAccessDenied, ConnectUnavailable
+from offsetd.lag import collector as collector_module
 from offsetd.lag.collector import Collector
 from offsetd.lag.connect_state import ConnectView, MirrorFlow
 from offsetd.lag.kafka_io import Position as KafkaPosition
@@ -332,3 +335,35 @@ def test_a_resumed_connector_is_given_stall_after_before_stall(tmp_path: Path) -
     assert status_after(100, running) is Status.OK  # just resumed
     assert status_after(59, running) is Status.OK
     assert status_after(2, running) is Status.STALL  # 61 s after the resume
+
+
+@pytest.mark.parametrize("fatal", [False, True])
+def test_connect_refusing_our_credentials_ends_only_a_one_shot_cycle(
+    monkeypatch: pytest.MonkeyPatch, fatal: bool
+) -> None:
+    """A running collector keeps a 401 as a stage error (the next cycle retries); a one-shot
+    `offsetd lag` lets it end the cycle, so the command says it in one line with exit 61."""
+    refused = ConnectAccessDenied("could not list connectors: Connect at u refused ...: 401")
+    unreachable = ConnectUnavailable("Connect at u did not answer")
+
+    async def read_connect(name: str, _cluster: Any) -> Any:
+        raise refused if name == "b" else unreachable
+
+    monkeypatch.setattr(collector_module, "read_connect", read_connect)
+    settings = Settings.model_validate(
+        {
+            "kafka_clusters": {"k": {"bootstrap_servers": "k:9092"}},
+            "connect_clusters": {
+                n: {"url": f"http://{n}:8083", "kafka_cluster": "k"} for n in ("a", "b")
+            },
+        }
+    )
+    collector = Collector(settings, refusals_fatal=fatal)
+    errors: dict[str, str] = {}
+    if fatal:
+        with pytest.raises(ConnectAccessDenied):
+            collector._read_connect(errors)
+        assert errors == {"connect:a": str(unreachable)}  # one that does not answer: a stage
+    else:
+        collector._read_connect(errors)
+        assert errors == {"connect:a": str(unreachable), "connect:b": str(refused)}
