@@ -15,6 +15,8 @@ from prometheus_client import (
     disable_created_metrics,
 )
 
+from offsetd.outcomes import FINAL_OUTCOMES
+
 __all__ = ["REMEDIATION_OUTCOMES", "DaemonMetrics", "RemediationMetrics"]
 
 # The client library adds an `<name>_created` series (a start timestamp) to every counter and
@@ -55,7 +57,7 @@ class DaemonMetrics:
             ),
             decisions=Counter(
                 "offsetd_decisions",
-                "Decisions by rule, mode and outcome (planned or suppressed).",
+                "Decisions by rule, mode and outcome (planned or suppressed_<reason>).",
                 ["rule", "mode", "outcome"],
                 registry=registry,
             ),
@@ -67,7 +69,8 @@ class DaemonMetrics:
             ),
             audit_writes=Counter(
                 "offsetd_audit_writes",
-                "Decisions written to the audit topic (acknowledged), by outcome.",
+                "Audit records written (acknowledged), by outcome: planned decisions, and each "
+                "update of a tally of suppressed ones (suppressed_<reason>).",
                 ["outcome"],
                 registry=registry,
             ),
@@ -81,27 +84,9 @@ class DaemonMetrics:
         )
 
 
-#: The outcomes a decision ends with once the remediation layer has handled it.
-REMEDIATION_OUTCOMES = (
-    "executed",
-    "dry_run",
-    "awaiting_approval",
-    "suppressed_budget",
-    "suppressed_cooldown",
-    "suppressed_blast_radius",
-    "breaker_open",
-    "failed",
-    "not_located",
-    "rejected",
-    "suppressed_disabled",
-    "suppressed_inhibited",
-    "suppressed_paused",
-    "suppressed_opt_out",
-    "suppressed_out_of_scope",
-    "refused_strimzi",
-    "refused_not_allowed",
-    "suppressed_auto_restart",
-)
+#: The outcomes a decision ends with once the remediation layer has handled it (one vocabulary:
+#: `offsetd.outcomes`).
+REMEDIATION_OUTCOMES = tuple(FINAL_OUTCOMES)
 
 
 @dataclass(frozen=True)
