@@ -95,6 +95,16 @@ class Setup:
             if r.get("kind") == "remediation" and r.get("connector") == connector
         ]
 
+    def tallies(self, connector: str, rule: str | None = None) -> list[dict[str, Any]]:
+        """The tallies of one connector's suppressed decisions (offsetd.engine.tally)."""
+        return [
+            r
+            for r in self.audit()
+            if r.get("kind") == "suppressed"
+            and r.get("connector") == connector
+            and (rule is None or r.get("rule") == rule)
+        ]
+
     def wait_outcome(self, connector: str, outcome: str, timeout_s: float = 120) -> dict[str, Any]:
         seen: list[dict[str, Any]] = []
 
