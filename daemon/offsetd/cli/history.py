@@ -24,7 +24,7 @@ from offsetd.cli.common import reports_errors
 from offsetd.cli.output import emit_json, table
 from offsetd.cli.run import config_option
 from offsetd.config import load_settings
-from offsetd.errors import OffsetdError
+from offsetd.errors import IncidentNotFound
 from offsetd.kafkalogin import checked_config
 from offsetd.outcomes import PLANNED, SUPPRESSED_KIND, suppressed_outcome
 
@@ -32,10 +32,6 @@ __all__ = ["HEADERS", "Incident", "history", "incident_rows", "incidents", "stor
 
 HEADERS = ["decided at", "rule", "mode", "outcome", "connector", "actions", "record", "suppressed"]
 _REMEDIATION = "remediation"
-
-
-class UnknownIncident(OffsetdError):
-    exit_code = 2
 
 
 @dataclass
@@ -203,7 +199,7 @@ def _find(found: list[Incident], wanted: str) -> Incident:
     matches = [i for i in found if i.id.startswith(wanted)]
     if len(matches) != 1:
         what = "no incident" if not matches else f"{len(matches)} incidents"
-        raise UnknownIncident(f"{what} with id {wanted!r} in the audit (see `offsetd history`)")
+        raise IncidentNotFound(f"{what} with id {wanted!r} in the audit (see `offsetd history`)")
     return matches[0]
 
 

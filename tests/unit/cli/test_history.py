@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from offsetd.cli.history import incident_rows, incidents, story
+import pytest
+
+from offsetd.cli.history import Incident, incident_rows, incidents, story
 from offsetd.engine import Decision
 from offsetd.engine.tally import fold_suppressed, tally_record
 from tests.unit.engine.test_engine_decide import MIN, SEC, Feed
@@ -112,3 +114,16 @@ def test_an_older_audit_with_suppressed_decisions_one_by_one_still_reads() -> No
     planned_row, loose_row = sorted(incident_rows(found), key=lambda row: row[3])
     assert (planned_row[3], planned_row[7]) == ("executed", "")
     assert (loose_row[3], loose_row[7]) == ("suppressed_cooldown", "2 suppressed")
+
+
+def test_an_incident_is_found_by_a_unique_prefix_only() -> None:
+    from offsetd.cli.history import _find
+    from offsetd.errors import IncidentNotFound
+
+    found = [Incident("abc123", None), Incident("abd456", None)]
+    assert _find(found, "abc").id == "abc123"
+    with pytest.raises(IncidentNotFound, match="2 incidents with id 'ab'"):
+        _find(found, "ab")
+    with pytest.raises(IncidentNotFound, match="no incident with id 'zz'") as refused:
+        _find(found, "zz")
+    assert refused.value.exit_code == 62
