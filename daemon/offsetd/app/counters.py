@@ -24,15 +24,23 @@ class EventCounters:
     def __init__(self, metrics: DaemonMetrics) -> None:
         self._metrics = metrics
         self._events: dict[tuple[str, str], Callable[[], None]] = {}
+        self._latency: dict[str, Callable[[float], None]] = {}
         self._matches: dict[str, Callable[[], None]] = {}
         self._malformed: dict[str, Callable[[], None]] = {}
 
-    def event(self, event: Any) -> None:
+    def event(self, event: Any, now_ms: int) -> None:
+        """One event decided at `now_ms`: counted, and its latency from its record time."""
         key = (event.kind, event.source.topic)
         inc = self._events.get(key)
         if inc is None:
             inc = self._events[key] = self._metrics.events.labels(str(key[0]), key[1]).inc
         inc()
+        observe = self._latency.get(key[0])
+        if observe is None:
+            observe = self._latency[key[0]] = self._metrics.decision_latency.labels(
+                str(key[0])
+            ).observe
+        observe(max(now_ms - event.source.timestamp_ms, 0) / 1000)
 
     def match(self, rule: str) -> None:
         inc = self._matches.get(rule)

@@ -112,7 +112,7 @@ class FrameDecider:
                 self.meta_of,
                 lambda _event: now,
                 on_match=self.counters.match,
-                on_event=self.counters.event,
+                on_event=lambda event: self.counters.event(event, now),
                 on_malformed=self.malformed,
                 on_error=self.failed,
             )

@@ -33,6 +33,7 @@ class DaemonMetrics:
     consumer_lag: Gauge
     audit_writes: Counter
     out_of_scope: Counter
+    decision_latency: Histogram
 
     @classmethod
     def create(cls, registry: CollectorRegistry) -> DaemonMetrics:
@@ -79,6 +80,14 @@ class DaemonMetrics:
                 "Records of connectors outside this deployment's scope, dropped before the "
                 "rules (no decision, no audit), by Connect cluster.",
                 ["connect_cluster"],
+                registry=registry,
+            ),
+            decision_latency=Histogram(
+                "offsetd_decision_latency_seconds",
+                "From an event's record time (Connect wrote it) to the daemon deciding on it, "
+                "by event kind: how far behind the daemon is.",
+                ["kind"],
+                buckets=(0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800),
                 registry=registry,
             ),
         )
