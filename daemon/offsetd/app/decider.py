@@ -119,11 +119,11 @@ class FrameDecider:
             if state.deferred:  # events waiting for this connector's metadata (engine.later)
                 decisions += self.deferred(key, state, now)
                 applied += 1
-        except BaseException:
+            if decisions:
+                await self.decide_all(state, decisions)
+        except BaseException:  # the state changed in place but was not put: never reuse it
             self.cache.forget(key)
             raise
-        if decisions:
-            await self.decide_all(state, decisions)
         if applied:
             self.cache.put(key, state)  # once per frame, not per event
 
@@ -195,13 +195,13 @@ class FrameDecider:
             else:
                 log.warning("skipped a nudge of unknown type for %s: %s", key, news["type"])
                 return
-        except BaseException:
+            if made:
+                await self.decide_all(state, made)
+        except BaseException:  # the state changed in place but was not put: never reuse it
             self.cache.forget(key)
             raise
         if made is None:
             return  # the state is as it was
-        if made:
-            await self.decide_all(state, made)
         self.cache.put(key, state)
 
     def _settle(self, state: ConnectorState, told: OutcomeNews, now: int) -> list[Decision] | None:
@@ -277,6 +277,8 @@ class FrameDecider:
                     wiring.remediator.submit(decision)
         for tally in tallies:
             metrics.audit_writes.labels(suppressed_outcome(tally["reason"])).inc()
+        if tallies and wiring.remediator is not None:  # a failure soon after a skip: breaker
+            wiring.remediator.note_suppressed([d for d in decisions if d.outcome != PLANNED])
 
 
 def _suppressed(decision: Decision) -> str:

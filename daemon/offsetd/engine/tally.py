@@ -9,15 +9,17 @@ state: its count, its first and last event, the reason and the incident — the 
 it is suppressed because of: the same rule's latest on the connector (its cooldown or budget),
 or for `inhibited` the inhibiting rule's (a restart held back while a skip runs).
 
-A tally is written to the audit as one record (`tally_record`) under an id made of its rule,
-connector, reason, incident and window start, so each frame's write replaces the previous
-version of the same tally in the compacted topic: the audit holds one record per tally, with
-the count so far. The tally lives in the durable state, so a frame decided again after a crash
-(the state was not written) recounts from the same count to the same record.
+A tally is written to the audit as one record (`tally_record`) under an id made of its first
+suppressed decision's id, so each frame's write replaces the previous version of the same tally
+in the compacted topic: the audit holds one record per tally, with the count so far. A tally
+that ends (its window closed, a new incident) is never continued: the next one starts under a
+new id, so no record is ever replaced by another tally's smaller count. The tally lives in the
+durable state, so a frame decided again after a crash (the state was not written) recounts from
+the same count to the same record.
 
 Windows are tumbling in event time (`window_ms`) and never go back: a late event whose window
-has closed is counted in the current one, so a record once written is never replaced by a
-smaller count. A new planned decision of the rule starts a new tally (a new incident).
+has closed is counted in the current one. A new planned decision of the rule starts a new tally
+(a new incident).
 Pure: no I/O.
 """
 
@@ -59,7 +61,7 @@ def fold_suppressed(
             start = max(start, tally["window_start_ms"])  # never back to a closed window
         if tally is None or tally["incident"] != incident or tally["window_start_ms"] != start:
             tally = state.suppressed[slot] = {
-                "id": _tally_id(state, decision.rule, reason, incident, start),
+                "id": _tally_id(decision.id),
                 "rule": decision.rule,
                 "mode": decision.mode,
                 "reason": reason,
@@ -103,12 +105,12 @@ def tally_record(state: ConnectorState, tally: Tally, window_ms: int) -> dict[st
 
 
 def _incident(state: ConnectorState, decision: Decision, reason: str) -> str | None:
-    """The planned decision a suppression belongs to: the inhibiting rule's for `inhibited`
-    (the skip a restart waits for), else the rule's own latest (its cooldown, its budget)."""
-    if reason == "inhibited":
-        inhibition = state.inhibitions.get(decision.rule)
-        if inhibition is not None and inhibition["by"] in state.incidents:
-            return state.incidents[inhibition["by"]]
+    """The planned decision a suppression belongs to: the inhibiting rule's latest for
+    `inhibited` (the skip a restart waits for; named on the decision when it was made, as
+    the inhibition may end before the fold), else the rule's own latest (its cooldown, its
+    budget). Decisions are folded in order, so "latest" is as of this decision."""
+    if reason == "inhibited" and decision.inhibited_by in state.incidents:
+        return state.incidents[str(decision.inhibited_by)]
     return state.incidents.get(decision.rule)
 
 
@@ -130,18 +132,9 @@ def _mark(decision: Decision) -> TallyMark:
     }
 
 
-def _tally_id(
-    state: ConnectorState, rule: str, reason: str, incident: str | None, start_ms: int
-) -> str:
-    text = "\x1f".join(
-        (
-            SUPPRESSED_KIND,
-            rule,
-            state.connect_cluster,
-            state.connector,
-            reason,
-            incident or "",
-            str(start_ms),
-        )
-    )
-    return hashlib.sha256(text.encode()).hexdigest()[:32]
+def _tally_id(first_decision_id: str) -> str:
+    """A tally is named by its first suppressed decision (itself named by the rule, the
+    connector, the count key and the trigger's coordinates): the same on a replay of the same
+    records, and never the name of an earlier tally, so no record is ever replaced by another
+    tally's count."""
+    return hashlib.sha256(f"{SUPPRESSED_KIND}\x1f{first_decision_id}".encode()).hexdigest()[:32]

@@ -35,8 +35,14 @@ def storm_rules() -> Any:
 
 
 def latest_versions(written: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """What a compacted audit topic keeps: the last record per id."""
-    return {record["id"]: record for record in written}
+    """What a compacted audit topic keeps: the last record per id, which must never hold a
+    smaller count than a version written before it."""
+    latest: dict[str, dict[str, Any]] = {}
+    for record in written:
+        before = latest.get(record["id"])
+        assert before is None or record["count"] > before["count"], (before, record)
+        latest[record["id"]] = record
+    return latest
 
 
 STEPS = (1, 50, 500, 5 * SEC, 40 * SEC, 3 * MIN)
@@ -56,7 +62,13 @@ def run_storm(
     pending: list[Decision] = []
     for i in range(events):
         t += rng.choice(steps)
-        event = feed.dlq(t, record_offset=rng.randrange(20)) if rng.random() < 0.7 else feed.task(t)
+        draw = rng.random()
+        if draw < 0.6:
+            event: Any = feed.dlq(t, record_offset=rng.randrange(20))
+        elif draw < 0.9:
+            event = feed.task(t)
+        else:  # STOPPED then RUNNING ends an inhibition early, mid-frame
+            event = feed.connector(t, "STOPPED" if draw < 0.95 else "RUNNING")
         pending += feed.feed(event)
         if (i + 1) % batch == 0 or i == events - 1:
             made += pending
@@ -88,11 +100,9 @@ def test_a_storm_is_a_few_records_each_tied_to_the_action_it_follows() -> None:
     made, kept, audit = run_storm(seed=7, events=3000, batch=70, steps=(1, 50, 200, 500))
     suppressed = [d for d in made if d.outcome == "suppressed"]
     assert len(suppressed) > 20 * len(audit)  # thousands of decisions, a few records
-    incidents = {d.id for d in kept}
     for record in audit.values():
-        if record["reason"] in ("cooldown", "budget"):
-            assert record["incident"] in incidents  # the skip whose limits held them back
-            assert record["rule"] == "skip"
+        if record["reason"] in ("cooldown", "budget"):  # the action whose limits held them back
+            assert record["incident"] in {d.id for d in kept if d.rule == record["rule"]}
     inhibited = [r for r in audit.values() if r["reason"] == "inhibited"]
     assert inhibited
     skips = {d.id for d in kept if d.rule == "skip"}
@@ -145,3 +155,18 @@ def test_the_tallies_survive_the_state_round_trip() -> None:
     more = feed.feed(feed.dlq(3 * SEC, record_offset=9))
     _p, [grown] = fold_suppressed(copy, more, WINDOW)
     assert grown["count"] == 3  # the restarted owner counts on from the durable state
+
+
+def test_an_inhibition_that_ends_within_the_frame_keeps_its_incident() -> None:
+    """The restarts a skip held back belong to that skip, even when the connector's STOPPED
+    and RUNNING end the inhibition before the frame's decisions are folded."""
+    feed = Feed(storm_rules())
+    made = feed.feed(feed.dlq(0, record_offset=1))  # the skip: planned, inhibits the restarts
+    for t in (1 * SEC, 2 * SEC, 3 * SEC):
+        made += feed.feed(feed.task(t))
+    made += feed.feed(feed.connector(4 * SEC, "STOPPED"))
+    made += feed.feed(feed.connector(5 * SEC, "RUNNING"))
+    assert not feed.state.inhibitions
+    [skip], [held] = fold_suppressed(feed.state, made, WINDOW)
+    assert (held["rule"], held["reason"], held["count"]) == ("restart", "inhibited", 3)
+    assert held["incident"] == skip.id
