@@ -57,7 +57,7 @@ class FrameDecider:
         self.wiring = wiring
         self.cache = cache
         self.events_name = events_name
-        self.counters = EventCounters(wiring.metrics)
+        self.counters = EventCounters(wiring.metrics, since_ms=wiring.clock())
         self.later = later
         self.nudge = nudge
         self.metadata = MetadataReader(wiring, nudge)
