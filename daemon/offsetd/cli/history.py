@@ -64,9 +64,18 @@ class Incident:
     def decided_at_ms(self) -> int:
         return int(self.head.get("decided_at_ms", 0))
 
+    @property
+    def latest_ms(self) -> int:
+        """Its latest news: the decision, an outcome or a suppression (the order of rows)."""
+        return max(int(r.get("decided_at_ms", 0)) for r in _records_of(self))
+
+    def involves(self, rule: str) -> bool:
+        """Decided by `rule`, or holding back decisions of it (a restart a skip inhibits)."""
+        return self.head.get("rule") == rule or any(t.get("rule") == rule for t in self.suppressed)
+
 
 def incidents(records: Iterable[dict[str, Any]]) -> list[Incident]:
-    """The audit's records (oldest first) as incidents, oldest first."""
+    """The audit's records (oldest first) as incidents, by their latest news, oldest first."""
     found: dict[str, Incident] = {}
     loose: dict[tuple[Any, ...], Incident] = {}
     outcomes: list[dict[str, Any]] = []
@@ -95,7 +104,7 @@ def incidents(records: Iterable[dict[str, Any]]) -> list[Incident]:
                 incident = loose[key] = Incident(str(tally["id"]), None)
         incident.suppressed.append(tally)
     every = [*found.values(), *loose.values()]
-    every.sort(key=lambda i: i.decided_at_ms)
+    every.sort(key=lambda i: i.latest_ms)
     return every
 
 
@@ -159,7 +168,12 @@ def story(incident: Incident) -> list[str]:
 @click.option("--connector", default=None, help="Only this connector's decisions.")
 @click.option("--rule", default=None, help="Only this rule's decisions.")
 @click.option("--incident", "incident_id", default=None, help="Tell this incident's story.")
-@click.option("--limit", default=50, show_default=True)
+@click.option(
+    "--limit",
+    default=50,
+    show_default=True,
+    help="At most this many rows (incidents); with -o json, records.",
+)
 @click.option("--output", "-o", type=click.Choice(["table", "json"]), default="table")
 @reports_errors
 def history(
@@ -177,20 +191,22 @@ def history(
     records = [
         r
         for r in read_records(conf, settings.daemon.audit_topic)
-        if (connector is None or r.get("connector") == connector)
-        and (rule is None or r.get("rule") == rule)
+        if connector is None or r.get("connector") == connector
     ]
+    # grouped before the rule is chosen: a restart a skip held back is part of the skip's story
+    found = [i for i in incidents(records) if rule is None or i.involves(rule)]
     if incident_id is not None:
-        chosen = _find(incidents(records), incident_id)
+        chosen = _find(found, incident_id)
         if output == "json":
             emit_json(_records_of(chosen))
         else:
             click.echo("\n".join(story(chosen)))
         return
     if output == "json":
-        emit_json(list(reversed(records))[:limit])
+        chosen_records = (r for r in reversed(records) if rule is None or r.get("rule") == rule)
+        emit_json(list(chosen_records)[:limit])
         return
-    newest = list(reversed(incidents(records)))[:limit]
+    newest = list(reversed(found))[:limit]
     click.echo(table(HEADERS, incident_rows(newest)))
 
 

@@ -127,3 +127,13 @@ def test_an_incident_is_found_by_a_unique_prefix_only() -> None:
     with pytest.raises(IncidentNotFound, match="no incident with id 'zz'") as refused:
         _find(found, "zz")
     assert refused.value.exit_code == 62
+
+
+def test_a_rule_filter_keeps_the_incidents_that_held_the_rule_back() -> None:
+    _planned, written = storm_audit()
+    [incident] = incidents({r["id"]: r for r in written}.values())
+    assert incident.involves("skip")  # its own rule
+    assert incident.involves("restart")  # the restarts it inhibited
+    assert not incident.involves("other")
+    tallies = [r for r in incident.suppressed if r["rule"] == "restart"]
+    assert incident.latest_ms >= max(t["last"]["decided_at_ms"] for t in tallies)
