@@ -111,7 +111,7 @@ class Expect(_Model):
         reason = outcome.removeprefix("suppressed_")
         if reason == outcome or reason not in ENGINE_REASONS:
             return data
-        if data.get("reason", reason) != reason:
+        if data.get("reason") not in (None, reason):
             raise ValueError(f"outcome {outcome} contradicts reason {data['reason']}")
         return {**data, "outcome": "suppressed", "reason": reason}
 
