@@ -68,7 +68,7 @@ from offsetd.remediation.skip import Quarantine
 from offsetd.retry import retry_call
 from offsetd.scope import scope_of
 
-__all__ = ["Remediator", "call_again"]
+__all__ = ["Remediator", "call_again", "outcome_record"]
 
 log = logging.getLogger("offsetd.remediation")
 T = TypeVar("T")
@@ -471,21 +471,7 @@ class Remediator:
     ) -> None:
         """The outcome, audited (and counted, logged, told to the engine)."""
         self.metrics.outcomes.labels(decision.rule, outcome).inc()
-        record = {
-            "id": f"{decision.id}:{outcome}",
-            "kind": "remediation",
-            "decision_id": decision.id,
-            "rule": decision.rule,
-            "mode": decision.mode,
-            "connect_cluster": decision.connect_cluster,
-            "connector": decision.connector,
-            "actions": [a.model_dump(mode="json") for a in decision.actions],
-            "record": decision.record.model_dump() if decision.record else None,
-            "outcome": outcome,
-            "message": message,
-            "decided_at_ms": self.now_ms(),
-            **extra,
-        }
+        record = outcome_record(decision, outcome, message, self.now_ms(), extra)
         # A located record is in the saga, whatever its end: failed and aborted skips name it too.
         saga = self.sagas.get(str(extra["saga"])) if "saga" in extra else None
         if saga is not None and saga.record is not None:
@@ -501,6 +487,28 @@ class Remediator:
                 await self.on_outcome(decision, outcome, extra)
             except Exception:  # the outcome is audited; the engine's limits then just expire
                 log.exception("could not report the outcome of %s to the engine", decision.id)
+
+
+def outcome_record(
+    decision: Decision, outcome: str, message: str, at_ms: int, extra: dict[str, Any]
+) -> dict[str, Any]:
+    """The audit record of a decision's outcome (`kind: remediation`, keyed by decision and
+    outcome): what `offsetd history` joins to its decision."""
+    return {
+        "id": f"{decision.id}:{outcome}",
+        "kind": "remediation",
+        "decision_id": decision.id,
+        "rule": decision.rule,
+        "mode": decision.mode,
+        "connect_cluster": decision.connect_cluster,
+        "connector": decision.connector,
+        "actions": [a.model_dump(mode="json") for a in decision.actions],
+        "record": decision.record.model_dump() if decision.record else None,
+        "outcome": outcome,
+        "message": message,
+        "decided_at_ms": at_ms,
+        **extra,
+    }
 
 
 async def call_again(

@@ -9,26 +9,13 @@ import pytest
 from offsetd.cli.history import Incident, incident_rows, incidents, story
 from offsetd.engine import Decision
 from offsetd.engine.tally import fold_suppressed, tally_record
+from offsetd.remediation.executor import outcome_record
 from tests.unit.engine.test_engine_decide import MIN, SEC, Feed
 from tests.unit.engine.test_engine_tally import WINDOW, storm_rules
 
 
 def outcome(decision: Decision, outcome: str, at_ms: int, **extra: Any) -> dict[str, Any]:
-    """An outcome record as the executor writes it (`RemediationExecutor.finish`)."""
-    return {
-        "id": f"{decision.id}:{outcome}",
-        "kind": "remediation",
-        "decision_id": decision.id,
-        "rule": decision.rule,
-        "mode": decision.mode,
-        "connect_cluster": decision.connect_cluster,
-        "connector": decision.connector,
-        "actions": [a.model_dump(mode="json") for a in decision.actions],
-        "outcome": outcome,
-        "message": "",
-        "decided_at_ms": at_ms,
-        **extra,
-    }
+    return outcome_record(decision, outcome, "", at_ms, extra)
 
 
 def storm_audit() -> tuple[list[Decision], list[dict[str, Any]]]:
