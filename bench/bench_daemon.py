@@ -61,6 +61,7 @@ from offsetd.audit import AuditLog
 from offsetd.engine import ConnectorMeta, ConnectorState, Decision, decide
 from offsetd.engine.batch import decide_batch
 from offsetd.engine.cache import StateCache
+from offsetd.engine.tally import DEFAULT_WINDOW_MS, fold_suppressed, tally_record
 from offsetd.events.decode import Malformed, RawRecord, raw_record
 from offsetd.events.dlq import DLQ_HEADER_PREFIX, decode_dlq
 from offsetd.events.frames import decode_frame, route_dlq, route_status
@@ -994,7 +995,8 @@ FAUST_MODES = {
     "take-noop": "diagnostic: take_events, only key and value touched",
     "events-cached": "diagnostic: (c) with the decoded states kept while the table holds them",
     "app": "(e): app.py's path: the ingest thread, frames per connector, faust + Table per frame",
-    "app-audit": "(f): (e) + every decision audited, AuditLog.write_many per frame (app.py)",
+    "app-audit": "(f): (e) + the audit as app.py writes it: planned decisions and tallies of "
+    "suppressed ones, AuditLog.write_many per frame",
     "app-audit-each": "(f1): (e) + every decision audited, one AuditLog.write per decision",
 }
 
@@ -1217,12 +1219,15 @@ def _app_path(
             for decision in decisions:
                 count(decision)
             if log is not None and decisions:
-                audit_records = [d.audit_record(pipe.rules) for d in decisions]
-                if audit == "each":
-                    for record in audit_records:
+                if audit == "each":  # every decision, one write each (before write_many)
+                    for record in [d.audit_record(pipe.rules) for d in decisions]:
                         await log.write(record)
-                else:
-                    await log.write_many(audit_records)
+                else:  # as the app: the planned decisions, and the tallies of suppressed ones
+                    planned, tallies = fold_suppressed(state, decisions, DEFAULT_WINDOW_MS)
+                    await log.write_many(
+                        [d.audit_record(pipe.rules) for d in planned],
+                        updates=[tally_record(state, t, DEFAULT_WINDOW_MS) for t in tallies],
+                    )
             if applied:
                 cache.put(key, state)
             progress["count"] += len(records)

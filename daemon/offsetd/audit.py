@@ -1,9 +1,11 @@
-"""The audit topic: one JSON record per decision, suppressed ones included, keyed by its id.
+"""The audit topic: one JSON record per decision, keyed by its id (suppressed ones counted).
 
 The topic is compacted and every decision id is deterministic, so a decision written twice (a
 replay after a crash) collapses to one record, and the writer also skips ids it has seen. Writes
 are awaited until fully acknowledged (acks=all), so a decision is in the audit before the daemon
-moves on.
+moves on. Suppressed decisions are not written one by one: their tally (`offsetd.engine.tally`:
+one per rule, connector, reason, incident and window) is written again under its id as its count
+grows, and compaction keeps the latest count.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
@@ -106,12 +108,16 @@ class AuditLog:
         """Write one decision record and wait for its acknowledgement; False if already there."""
         return (await self.write_many([record]))[0]
 
-    async def write_many(self, records: list[dict[str, Any]]) -> list[bool]:
+    async def write_many(
+        self, records: list[dict[str, Any]], updates: Sequence[dict[str, Any]] = ()
+    ) -> list[bool]:
         """Write several decision records in order with one wait for all acknowledgements.
 
         A frame of events can make dozens of decisions; one flush per decision made the audit
         the daemon's ceiling (~0.5 ms each). Each flag says whether that record was new; an id
-        seen before (or twice in `records`) is written once.
+        seen before (or twice in `records`) is written once. `updates` (the tallies of
+        suppressed decisions) are records whose latest version replaces the one before under
+        the same id: always written, after `records`, the last one per id.
         """
         fresh: list[tuple[str, bytes]] = []
         flags: list[bool] = []
@@ -123,6 +129,8 @@ class AuditLog:
             if new:
                 batch_ids.add(decision_id)
                 fresh.append((decision_id, json.dumps(record).encode()))
+        latest = {str(update["id"]): update for update in updates}
+        fresh += [(update_id, json.dumps(update).encode()) for update_id, update in latest.items()]
         if fresh:
             await asyncio.to_thread(self._write_sync, fresh)
             self._seen.update(batch_ids)

@@ -48,6 +48,7 @@ script may want to tell apart has its own code::
     ├── KafkaAccessDenied       exit 58  an ACL is missing: names the operation and the topic/group
     ├── KafkaAuthFailed         exit 59  SASL authentication failed (user, password, mechanism)
     ├── TlsFailed               exit 60  a TLS handshake failed (unknown CA, expired, wrong host)
+    ├── IncidentNotFound        exit 62  no incident with that id (or unique prefix) in the audit
     └── ConnectUnavailable      exit 12  (see above)
         └── ConnectAccessDenied exit 61  Connect answered 401 (credentials) or 403 (not allowed)
 
@@ -76,6 +77,7 @@ __all__ = [
     "ControlRefused",
     "ControlStoreUnavailable",
     "GitOpsManaged",
+    "IncidentNotFound",
     "InvalidDocument",
     "KafkaAccessDenied",
     "KafkaAuthFailed",
@@ -192,6 +194,12 @@ class KafkaAuthFailed(OffsetdError):
     """SASL authentication failed: wrong user, password or mechanism (never the password)."""
 
     exit_code = 59
+
+
+class IncidentNotFound(OffsetdError):
+    """`offsetd history --incident`: no incident, or several, with that id or prefix."""
+
+    exit_code = 62
 
 
 class TlsFailed(OffsetdError):

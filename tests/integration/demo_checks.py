@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from offsetd.cli.history import incidents
+
 
 def assert_healed(records: list[dict[str, Any]], said: list[str]) -> None:
     poison = next(line for line in said if "poison record at" in line)
@@ -28,3 +30,8 @@ def assert_healed(records: list[dict[str, Any]], said: list[str]) -> None:
     assert "PATCH" in methods
     assert any(line.startswith(f"quarantined: {where} -> ") for line in said), said
     assert any("delivered every record after the poison" in line for line in said)
+    # `offsetd history`: one row per action taken (before the tallies: eight rows)
+    found = incidents(records)
+    assert all(i.decision is not None for i in found), [i.head for i in found]
+    skip_rows = [i for i in found if i.head["rule"] == "poison-record-skip"]
+    assert [i.outcome for i in skip_rows] == ["executed"], skip_rows

@@ -45,7 +45,7 @@ def _skips(west: str, topic: str, rule: str = "poison-record-skip") -> list[dict
     return [
         r
         for r in read_records({"bootstrap.servers": west}, topic)
-        if r.get("kind") != "remediation"
+        if r.get("kind") is None  # a decision: not an outcome, not a tally of suppressed ones
         and r.get("rule") == rule
         and any(a.get("type") == "skip-record" for a in r.get("actions", []))
     ]
@@ -149,10 +149,16 @@ def test_poison_record_is_decided_once_after_the_third_failure_across_a_sigkill(
                 if r.get("connector") == name
             ]
             raise AssertionError(f"{timed_out}\naudit: {seen}\n{daemon.log()[-8000:]}") from None
-        assert [(d["outcome"], d["reason"]) for d in located] in (
-            [("suppressed", "inhibited"), ("planned", None)],
-            [("planned", None)],
-        ), located
+        assert [(d["outcome"], d["reason"]) for d in located] == [("planned", None)], located
+        # the inhibition, when it came first: counted, and tied to the DLQ skip that caused it
+        held_back = [
+            (r["outcome"], r["count"], r["incident"])
+            for r in read_records({"bootstrap.servers": west}, audit_topic)
+            if r.get("kind") == "suppressed"
+            and r["connector"] == name
+            and r["rule"] == "poison-record-skip-located"
+        ]
+        assert held_back in ([], [("suppressed_inhibited", 1, decision["id"])]), held_back
         metrics = daemon.metrics()
         assert "offsetd_events_total" in metrics
         skip_counter = 'mode="approve",outcome="planned",rule="poison-record-skip"} 1.0'
@@ -177,9 +183,7 @@ def test_poison_record_is_decided_once_after_the_third_failure_across_a_sigkill(
         )
         assert shown.returncode == 0, shown.stderr
         shown_records = json.loads(shown.stdout)
-        assert [h["id"] for h in shown_records if h.get("kind") != "remediation"] == [
-            decision["id"]
-        ]
+        assert [h["id"] for h in shown_records if h.get("kind") is None] == [decision["id"]]
         # Its outcome record: opted out (this test runs the decisions, not the remediation).
         outcomes = [h for h in shown_records if h.get("kind") == "remediation"]
         assert [(h["decision_id"], h["outcome"]) for h in outcomes] == [

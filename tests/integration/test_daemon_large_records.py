@@ -126,7 +126,7 @@ def _notes(west: str, audit_topic: str) -> dict[str, dict[str, Any]]:
     return {
         r["connector"]: r
         for r in read_records({"bootstrap.servers": west}, audit_topic)
-        if r.get("kind") != "remediation" and r.get("rule") == "dlq-any-notify"
+        if r.get("kind") is None and r.get("rule") == "dlq-any-notify"
     }
 
 

@@ -86,7 +86,7 @@ def decisions(setup: Setup, connector: str, rule: str) -> list[dict[str, Any]]:
     return [
         r
         for r in setup.audit()
-        if r.get("kind") != "remediation" and r.get("connector") == connector and r["rule"] == rule
+        if r.get("kind") is None and r.get("connector") == connector and r["rule"] == rule
     ]
 
 
@@ -193,12 +193,15 @@ def test_a_skip_that_did_not_run_does_not_inhibit_the_restart(
             by_id = {d["id"]: d for d in restarts}
             decision = by_id[executed["decision_id"]]
             assert decision["outcome"] == "planned"
-            # the provoked order: the first restart decision was inhibited by the pending skip,
-            # then decided again when the skip's outcome came back
-            first = restarts[0]
-            assert (first["outcome"], first["reason"]) == ("suppressed", "inhibited"), first
+            # the provoked order: the first restart decision was inhibited by the pending skip
+            # (counted in a tally tied to that skip), then decided again when the skip's
+            # outcome came back
+            skips = decisions(setup, sink.name, "unlocatable-skip")
+            first = setup.tallies(sink.name, "typed-restart")[0]
+            assert (first["outcome"], first["reason"]) == ("suppressed_inhibited", "inhibited")
+            assert first["incident"] in {s["id"] for s in skips}, (first, skips)
             assert "did not run (not_located)" in (decision["detail"] or ""), decision
-            assert decision["event_time_ms"] == first["event_time_ms"]
+            assert decision["event_time_ms"] == first["first"]["event_time_ms"]
             assert (
                 daemon.metric(
                     "offsetd_decisions_released_total",

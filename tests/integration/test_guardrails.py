@@ -95,6 +95,16 @@ class Setup:
             if r.get("kind") == "remediation" and r.get("connector") == connector
         ]
 
+    def tallies(self, connector: str, rule: str | None = None) -> list[dict[str, Any]]:
+        """The tallies of one connector's suppressed decisions (offsetd.engine.tally)."""
+        return [
+            r
+            for r in self.audit()
+            if r.get("kind") == "suppressed"
+            and r.get("connector") == connector
+            and (rule is None or r.get("rule") == rule)
+        ]
+
     def wait_outcome(self, connector: str, outcome: str, timeout_s: float = 120) -> dict[str, Any]:
         seen: list[dict[str, Any]] = []
 
@@ -610,6 +620,37 @@ def test_poison_records_at_n_and_n_plus_1_open_the_breaker_after_the_first_skip(
             assert status is not None
             assert status["connector"]["state"] == "RUNNING"
             assert daemon.metric("offsetd_connector_left_stopped", connector=sink.name) == 0
+        finally:
+            cleanup(connect, sink)
+
+
+def test_a_failure_the_engine_holds_back_after_a_skip_still_opens_the_breaker(
+    stack: StackInfo, connect: ConnectClient, tmp_path: Path
+) -> None:
+    """With a cooldown, the second poison record's skip decision is suppressed by the engine:
+    it never reaches the guards, yet a failure that soon after a skip must open the breaker."""
+    with daemon_setup(stack, tmp_path, mode="enforce") as setup:
+        rules = tmp_path / "rules" / "guard-skip.yaml"
+        rule: dict[str, Any] = YAML().load(rules.read_text())
+        rule["limits"]["cooldown"] = "10m"
+        with rules.open("w") as out:
+            YAML().dump(rule, out)
+        sink, first = poisoned_sink(connect, setup, [(b"bad2", b"{also not json"), *good([5])])
+        try:
+            daemon = setup.start()
+            setup.wait_outcome(sink.name, "failed")  # the first skip: the next record failed
+
+            def breakers() -> list[str]:
+                listed = setup.cli("breaker", "list", "-o", "json")
+                assert listed.exit_code == 0, listed.output
+                return [b["connector"] for b in json.loads(listed.stdout)]
+
+            wait_for("the breaker open", lambda: breakers() == [sink.name], 60)
+            assert daemon.metric("offsetd_breaker_open", connector=sink.name) == 1
+            held = setup.tallies(sink.name, "guard-skip")
+            assert [t["outcome"] for t in held] == ["suppressed_cooldown"], held
+            assert held[0]["last"]["record"] == f"{sink.topic}-0@{first + 1}"
+            assert [r["outcome"] for r in setup.outcomes(sink.name)] == ["failed"]
         finally:
             cleanup(connect, sink)
 

@@ -80,20 +80,16 @@ def delivered(sink: Sink) -> list[int]:
 
 
 def decisions(setup: Setup, connector: str) -> list[dict[str, Any]]:
-    return [
-        r for r in setup.audit() if r.get("kind") != "remediation" and r["connector"] == connector
-    ]
+    return [r for r in setup.audit() if r.get("kind") is None and r["connector"] == connector]
 
 
 def wait_skip(setup: Setup, connector: str, timeout_s: float) -> dict[str, Any]:
-    """The first skip outcome of `connector` other than the engine's own suppressions; fails
-    at once when it is not `executed` (not_located, aborted, ... would otherwise be waited out)."""
+    """The first skip outcome of `connector`; fails at once when it is not `executed`
+    (not_located, aborted, ... would otherwise be waited out)."""
 
     def probe() -> dict[str, Any] | None:
         for r in setup.outcomes(connector):
-            if any(a["type"] == "skip-record" for a in r["actions"]) and not r[
-                "outcome"
-            ].startswith("suppressed_inhibited"):
+            if any(a["type"] == "skip-record" for a in r["actions"]):
                 return r
         return None
 

@@ -17,22 +17,43 @@ from offsetd.metrics.instruments import DaemonMetrics
 
 __all__ = ["EventCounters", "LaterMetrics"]
 
+_DLQ = "dlq_record"
+
 
 class EventCounters:
     """The per-event metrics with their label children resolved once (`labels()` costs ~1 us)."""
 
-    def __init__(self, metrics: DaemonMetrics) -> None:
+    def __init__(self, metrics: DaemonMetrics, since_ms: int = 0) -> None:
         self._metrics = metrics
+        self._since_ms = since_ms  # records written before the worker started: not "late"
         self._events: dict[tuple[str, str], Callable[[], None]] = {}
+        self._latency: dict[str, Callable[[float], None]] = {}
         self._matches: dict[str, Callable[[], None]] = {}
         self._malformed: dict[str, Callable[[], None]] = {}
 
-    def event(self, event: Any) -> None:
+    def event(self, event: Any, now_ms: int) -> None:
+        """One event decided at `now_ms`: counted, and how late it was decided.
+
+        The latency is taken from the record's timestamp, which Connect sets when it writes a
+        status or an offset. A DLQ record carries the failing record's own timestamp instead
+        (how old the data is, not how late the daemon is): the DLQ topics' consumer lag shows
+        that. Records written before this worker started (the history it catches up on) are
+        not counted as late either.
+        """
         key = (event.kind, event.source.topic)
         inc = self._events.get(key)
         if inc is None:
             inc = self._events[key] = self._metrics.events.labels(str(key[0]), key[1]).inc
         inc()
+        written_ms = event.source.timestamp_ms
+        if key[0] == _DLQ or written_ms < self._since_ms:
+            return
+        observe = self._latency.get(key[0])
+        if observe is None:
+            observe = self._latency[key[0]] = self._metrics.decision_latency.labels(
+                str(key[0])
+            ).observe
+        observe(max(now_ms - written_ms, 0) / 1000)
 
     def match(self, rule: str) -> None:
         inc = self._matches.get(rule)

@@ -3,7 +3,9 @@
 For each internal record, one connector's (`decide_frame`): a frame of raw records is decoded
 (malformed ones counted, logged, skipped), filtered by the deployment's scope, run through the
 engine on the connector's state, and its decisions written to the audit, awaited, before the
-state is put back once per frame. A nudge brings what was learnt later — an executor's outcome
+state is put back once per frame: planned decisions one record each, suppressed ones counted into
+one record per rule, reason, incident and window (`engine.tally`), and only the planned ones
+handed to the remediator. A nudge brings what was learnt later — an executor's outcome
 (`engine.later.settle`: a decision that did not run gives its limits back) or "this connector's
 metadata is known now" (its deferred events are decided) — so the state keeps one writer.
 """
@@ -28,9 +30,11 @@ from offsetd.engine.later import (
     settle,
 )
 from offsetd.engine.state import ConnectorState
+from offsetd.engine.tally import fold_suppressed, tally_record
 from offsetd.events.decode import Malformed, RawRecord
 from offsetd.events.frames import decode_frame, decode_nudge
 from offsetd.events.models import owner_key
+from offsetd.outcomes import PLANNED, suppressed_outcome
 from offsetd.scope import scope_of, split_owner_key
 
 __all__ = ["FrameDecider"]
@@ -53,7 +57,7 @@ class FrameDecider:
         self.wiring = wiring
         self.cache = cache
         self.events_name = events_name
-        self.counters = EventCounters(wiring.metrics)
+        self.counters = EventCounters(wiring.metrics, since_ms=wiring.clock())
         self.later = later
         self.nudge = nudge
         self.metadata = MetadataReader(wiring, nudge)
@@ -108,18 +112,18 @@ class FrameDecider:
                 self.meta_of,
                 lambda _event: now,
                 on_match=self.counters.match,
-                on_event=self.counters.event,
+                on_event=lambda event: self.counters.event(event, now),
                 on_malformed=self.malformed,
                 on_error=self.failed,
             )
             if state.deferred:  # events waiting for this connector's metadata (engine.later)
                 decisions += self.deferred(key, state, now)
                 applied += 1
-        except BaseException:
+            if decisions:
+                await self.decide_all(state, decisions)
+        except BaseException:  # the state changed in place but was not put: never reuse it
             self.cache.forget(key)
             raise
-        if decisions:
-            await self.decide_all(decisions)
         if applied:
             self.cache.put(key, state)  # once per frame, not per event
 
@@ -191,13 +195,13 @@ class FrameDecider:
             else:
                 log.warning("skipped a nudge of unknown type for %s: %s", key, news["type"])
                 return
-        except BaseException:
+            if made:
+                await self.decide_all(state, made)
+        except BaseException:  # the state changed in place but was not put: never reuse it
             self.cache.forget(key)
             raise
         if made is None:
             return  # the state is as it was
-        if made:
-            await self.decide_all(made)
         self.cache.put(key, state)
 
     def _settle(self, state: ConnectorState, told: OutcomeNews, now: int) -> list[Decision] | None:
@@ -246,19 +250,36 @@ class FrameDecider:
 
     # -- the audit -------------------------------------------------------------------------------
 
-    async def decide_all(self, decisions: list[Decision]) -> None:
+    async def decide_all(self, state: ConnectorState, decisions: list[Decision]) -> None:
         """The one place decisions are written to the audit (and handed on from): a frame's
-        decisions in order, with one wait for all their acknowledgements."""
+        planned decisions and the tallies its suppressed ones changed, in order, with one wait
+        for all their acknowledgements. The state must be put back afterwards (the tallies)."""
         wiring, metrics = self.wiring, self.wiring.metrics
-        records = [decision.audit_record(wiring.rules) for decision in decisions]
-        written = await wiring.audit.write_many(records)
-        for decision, new in zip(decisions, written, strict=True):
+        planned, tallies = fold_suppressed(
+            state, decisions, wiring.settings.daemon.suppressed_window
+        )
+        for decision in decisions:
+            outcome = PLANNED if decision.outcome == PLANNED else _suppressed(decision)
+            metrics.decisions.labels(decision.rule, decision.mode, outcome).inc()
+        window = wiring.settings.daemon.suppressed_window
+        written = await wiring.audit.write_many(
+            [decision.audit_record(wiring.rules) for decision in planned],
+            updates=[tally_record(state, tally, window) for tally in tallies],
+        )
+        for decision, new in zip(planned, written, strict=True):
             if new:
-                metrics.audit_writes.labels(decision.outcome).inc()
+                metrics.audit_writes.labels(PLANNED).inc()
                 log.info("decision %s: %s", decision.id, decision.summary())
                 if wiring.remediator is not None:
                     # Enqueue only: remediations run as their own tasks. A replayed decision is
                     # already in the audit; the remediator's start-up scan resubmits those that
                     # never got an outcome, so a crash between audit and action loses nothing.
                     wiring.remediator.submit(decision)
-            metrics.decisions.labels(decision.rule, decision.mode, decision.outcome).inc()
+        for tally in tallies:
+            metrics.audit_writes.labels(suppressed_outcome(tally["reason"])).inc()
+        if tallies and wiring.remediator is not None:  # a failure soon after a skip: breaker
+            wiring.remediator.note_suppressed([d for d in decisions if d.outcome != PLANNED])
+
+
+def _suppressed(decision: Decision) -> str:
+    return suppressed_outcome(decision.reason or "disabled")

@@ -38,7 +38,7 @@ _COMMANDS = {
     "lag": "offsetd.cli.lag:lag",
     "offsets": "offsetd.cli.offsets:offsets",
     "run": "offsetd.cli.run:run",
-    "history": "offsetd.cli.run:history",
+    "history": "offsetd.cli.history:history",
     "rules": "offsetd.cli.rules:rules",
     "rewind": "offsetd.cli.rewind:rewind",
     "approve": "offsetd.cli.control:approve",

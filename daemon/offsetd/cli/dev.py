@@ -16,8 +16,8 @@ from ruamel.yaml import YAML
 from offsetd.cli.devoptions import default_run_dir, run_dir_option
 from offsetd.cli.devoptions import fail as _fail
 from offsetd.cli.devoptions import say as _say
+from offsetd.cli.history import HEADERS, incident_rows, incidents
 from offsetd.cli.output import table
-from offsetd.cli.run import history_row
 from offsetd.cli.spark_cluster import spark_cluster
 from offsetd.devstack.demo import run_demo
 from offsetd.devstack.errors import DevStackError
@@ -241,10 +241,8 @@ def demo(run_dir: Path, config_path: Path, secure: bool) -> None:
         records = run_demo(Stack(run_dir, log=_say), config_path, _say, secure=secure)
     except DevStackError as exc:
         _fail(exc)
-    click.echo("offsetd history (decisions for the demo connector, newest first):")
-    rows = [history_row(r) for r in reversed(records)]
-    headers = ["decided at", "rule", "mode", "outcome", "connector", "actions", "record"]
-    click.echo(table(headers, rows))
+    click.echo("offsetd history (the demo connector: one row per action, newest first):")
+    click.echo(table(HEADERS, incident_rows(reversed(incidents(records)))))
     click.echo(
         f"\nall decisions: .venv/bin/offsetd history --config {config_path}\n"
         "stop everything: make down"

@@ -1,11 +1,10 @@
-"""`offsetd run` (the daemon) and `offsetd history` (what it decided)."""
+"""`offsetd run`: the daemon (what it decided: `offsetd history`, cli/history.py)."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 import time
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -14,9 +13,8 @@ from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient
 from prometheus_client import CollectorRegistry
 
-from offsetd.audit import AuditLog, read_records
+from offsetd.audit import AuditLog
 from offsetd.cli.common import reports_errors
-from offsetd.cli.output import emit_json, table
 from offsetd.config import DEFAULT_CONFIG_PATH, Settings, load_settings
 from offsetd.connect.client import ConnectClient
 from offsetd.errors import (
@@ -34,8 +32,6 @@ __all__ = [
     "ClusterMismatch",
     "check_cluster_ids",
     "config_option",
-    "history",
-    "history_row",
     "run",
     "wait_for_clusters",
 ]
@@ -213,55 +209,3 @@ def run(
         owned = scope_of(settings.remediation, name, cluster).describe()
         logging.getLogger("offsetd").info("Connect cluster %s: acting on %s", name, owned)
     run_worker(build_app(wiring), log_level)
-
-
-@click.command()
-@config_option
-@click.option("--connector", default=None, help="Only this connector's decisions.")
-@click.option("--rule", default=None, help="Only this rule's decisions.")
-@click.option("--limit", default=50, show_default=True)
-@click.option("--output", "-o", type=click.Choice(["table", "json"]), default="table")
-@reports_errors
-def history(
-    config_path: Path, connector: str | None, rule: str | None, limit: int, output: str
-) -> None:
-    """The daemon's decisions from the audit topic, newest first (suppressed ones included)."""
-    settings = load_settings(config_path)
-    conf = checked_config(settings, settings.daemon_kafka_cluster())
-    records = [
-        r
-        for r in read_records(conf, settings.daemon.audit_topic)
-        if (connector is None or r.get("connector") == connector)
-        and (rule is None or r.get("rule") == rule)
-    ]
-    records = list(reversed(records))[:limit]
-    if output == "json":
-        emit_json(records)
-        return
-    rows = [history_row(r) for r in records]
-    click.echo(
-        table(["decided at", "rule", "mode", "outcome", "connector", "actions", "record"], rows)
-    )
-
-
-def history_row(record: dict[str, Any]) -> tuple[Any, ...]:
-    when = datetime.fromtimestamp(record.get("decided_at_ms", 0) / 1000, UTC)
-    target = record.get("record")
-    where = (
-        f"{target['topic']}-{target['partition']}@{target['offset']}"
-        if target
-        else record.get("record_status", "-")
-    )
-    actions = ",".join(a.get("type", "?") for a in record.get("actions", []))
-    outcome = record.get("outcome", "?")
-    if record.get("reason"):
-        outcome = f"{outcome} ({record['reason']})"
-    return (
-        when.strftime("%Y-%m-%d %H:%M:%S"),
-        record.get("rule"),
-        record.get("mode"),
-        outcome,
-        record.get("connector"),
-        actions,
-        where,
-    )

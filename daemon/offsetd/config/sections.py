@@ -74,6 +74,9 @@ class DaemonSettings(ConfigModel):
     # the worker unready (a decision can take a while: a skip saga waits on Connect).
     health_probe_interval: Annotated[Duration, Field(ge=1_000, le=300_000)] = 5_000
     stall_after: Annotated[Duration, Field(ge=10_000)] = 120_000
+    # The audit counts suppressed decisions instead of listing them: one record per rule,
+    # connector, reason, incident and window of this length in event time (offsetd.engine.tally)
+    suppressed_window: Annotated[Duration, Field(ge=1_000, le=86_400_000)] = 600_000
 
     @model_validator(mode="after")
     def _check_group_timings(self) -> Self:

@@ -300,6 +300,7 @@ def _fire(
             "outcome": "planned" if planned else "suppressed",
             "reason": reason,
             "detail": detail,
+            "inhibited_by": state.inhibitions[rule.name]["by"] if reason == "inhibited" else None,
             "event_time_ms": time_ms,
             "decided_at_ms": now_ms,
             "inputs": {

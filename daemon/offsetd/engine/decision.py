@@ -84,6 +84,7 @@ class Decision(_Frozen):
     outcome: Outcome
     reason: Reason | None
     detail: str | None  # why suppressed, in words
+    inhibited_by: str | None = None  # reason `inhibited`: the rule whose decision inhibits this
     event_time_ms: int
     decided_at_ms: int
     inputs: DecisionInputs

@@ -26,6 +26,8 @@ __all__ = [
     "Inhibition",
     "RuleState",
     "StatusEntry",
+    "Tally",
+    "TallyMark",
     "WindowEntry",
 ]
 
@@ -84,6 +86,34 @@ class Deferred(TypedDict):
     event: dict[str, Any]  # the event, as JSON (a DLQ event without its headers)
 
 
+class TallyMark(TypedDict):
+    """One suppressed decision, as the first or last of a tally remembers it."""
+
+    decision_id: str
+    event_time_ms: int
+    decided_at_ms: int
+    topic: str  # the triggering event's source coordinates
+    partition: int
+    offset: int
+    record: str | None  # the failing record, `topic-partition@offset`, when the event names one
+
+
+class Tally(TypedDict):
+    """Suppressed decisions of one rule on one connector for one reason, incident and window."""
+
+    id: str
+    rule: str
+    mode: str
+    reason: str
+    incident: str | None  # the rule's latest planned decision on the connector, if any
+    window_start_ms: int
+    count: int
+    actions: list[str]  # the action types that were not taken
+    detail: str | None  # the last suppression's reason, in words
+    first: TallyMark
+    last: TallyMark
+
+
 class ConnectorState(BaseModel):
     """What the engine remembers about one connector (`owner_key(connect_cluster, connector)`).
 
@@ -107,6 +137,10 @@ class ConnectorState(BaseModel):
     held: list[Held] = Field(default_factory=list)
     deferred: list[Deferred] = Field(default_factory=list)
     released: dict[str, int] = Field(default_factory=dict)  # decision id -> its event time
+    # offsetd.engine.tally: suppressed decisions counted, by "rule\x1freason", and each rule's
+    # latest planned decision (its incident); bounded by the rules and reasons
+    suppressed: dict[str, Tally] = Field(default_factory=dict)
+    incidents: dict[str, str] = Field(default_factory=dict)
 
     def to_json(self) -> str:
         return self.model_dump_json()

@@ -15,6 +15,8 @@ from prometheus_client import (
     disable_created_metrics,
 )
 
+from offsetd.outcomes import FINAL_OUTCOMES
+
 __all__ = ["REMEDIATION_OUTCOMES", "DaemonMetrics", "RemediationMetrics"]
 
 # The client library adds an `<name>_created` series (a start timestamp) to every counter and
@@ -31,6 +33,7 @@ class DaemonMetrics:
     consumer_lag: Gauge
     audit_writes: Counter
     out_of_scope: Counter
+    decision_latency: Histogram
 
     @classmethod
     def create(cls, registry: CollectorRegistry) -> DaemonMetrics:
@@ -55,7 +58,7 @@ class DaemonMetrics:
             ),
             decisions=Counter(
                 "offsetd_decisions",
-                "Decisions by rule, mode and outcome (planned or suppressed).",
+                "Decisions by rule, mode and outcome (planned or suppressed_<reason>).",
                 ["rule", "mode", "outcome"],
                 registry=registry,
             ),
@@ -67,7 +70,8 @@ class DaemonMetrics:
             ),
             audit_writes=Counter(
                 "offsetd_audit_writes",
-                "Decisions written to the audit topic (acknowledged), by outcome.",
+                "Audit records written (acknowledged), by outcome: planned decisions, and each "
+                "update of a tally of suppressed ones (suppressed_<reason>).",
                 ["outcome"],
                 registry=registry,
             ),
@@ -78,30 +82,20 @@ class DaemonMetrics:
                 ["connect_cluster"],
                 registry=registry,
             ),
+            decision_latency=Histogram(
+                "offsetd_decision_latency_seconds",
+                "From an event's record time (Connect wrote it) to the daemon deciding on it, "
+                "by event kind: how far behind the daemon is.",
+                ["kind"],
+                buckets=(0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800),
+                registry=registry,
+            ),
         )
 
 
-#: The outcomes a decision ends with once the remediation layer has handled it.
-REMEDIATION_OUTCOMES = (
-    "executed",
-    "dry_run",
-    "awaiting_approval",
-    "suppressed_budget",
-    "suppressed_cooldown",
-    "suppressed_blast_radius",
-    "breaker_open",
-    "failed",
-    "not_located",
-    "rejected",
-    "suppressed_disabled",
-    "suppressed_inhibited",
-    "suppressed_paused",
-    "suppressed_opt_out",
-    "suppressed_out_of_scope",
-    "refused_strimzi",
-    "refused_not_allowed",
-    "suppressed_auto_restart",
-)
+#: The outcomes a decision ends with once the remediation layer has handled it (one vocabulary:
+#: `offsetd.outcomes`).
+REMEDIATION_OUTCOMES = tuple(FINAL_OUTCOMES)
 
 
 @dataclass(frozen=True)

@@ -48,6 +48,7 @@ from offsetd.remediation.actions import dispatch
 from offsetd.remediation.actions.base import ActionCall, Locator
 from offsetd.remediation.approvals import ApprovalWatch, PauseWatch
 from offsetd.remediation.control import ControlStore
+from offsetd.remediation.control_state import ControlState
 from offsetd.remediation.guard_inputs import GuardReads
 from offsetd.remediation.guards import (
     WRITING_ACTIONS,
@@ -67,7 +68,7 @@ from offsetd.remediation.skip import Quarantine
 from offsetd.retry import retry_call
 from offsetd.scope import scope_of
 
-__all__ = ["Remediator", "call_again"]
+__all__ = ["Remediator", "call_again", "outcome_record"]
 
 log = logging.getLogger("offsetd.remediation")
 T = TypeVar("T")
@@ -98,9 +99,10 @@ class Remediator:
     # told every outcome once it is audited (decision, outcome, the audit's extra fields): the
     # app hands it to the engine, which gives back the limits of a decision that did not run
     on_outcome: Callable[[Decision, str, dict[str, Any]], Awaitable[None]] | None = None
-    _queues: dict[str, asyncio.Queue[Decision]] = field(default_factory=dict)
+    _queues: dict[str, asyncio.Queue[Decision | _BreakerCheck]] = field(default_factory=dict)
     _workers: dict[str, asyncio.Task[None]] = field(default_factory=dict)
     _skip_pending: dict[str, asyncio.Event] = field(default_factory=dict)
+    _breaker_checks: set[str] = field(default_factory=set)  # connectors with one queued
     _submitted: RecentIds = field(init=False)
     _approvals: ApprovalWatch = field(default_factory=ApprovalWatch)
     _pauses: PauseWatch = field(default_factory=PauseWatch)
@@ -207,9 +209,40 @@ class Remediator:
         self._submitted.add(decision.id)
         self._enqueue(decision)
 
-    def _enqueue(self, decision: Decision) -> None:
+    def note_suppressed(self, decisions: Sequence[Decision]) -> None:
+        """Decisions the engine suppressed (counted in the audit's tallies, never handled
+        here) still carry news for one guard: a failure soon after a skip opens the breaker.
+
+        The check runs in the connector's queue, behind a skip still pending there, after a
+        fresh read of the control state. It is queued only when it can trip: a skip of the
+        connector is pending, or the control state this process knows has a recent one (no
+        queue, no read per frame in a DLQ storm), and at most one waits per connector.
+        """
+        failures = [d for d in decisions if _failure_trigger(d)]
+        if not failures:
+            return
+        owner = f"{failures[0].connect_cluster}/{failures[0].connector}"
+        if owner in self._breaker_checks:
+            return
+        for decision in failures:
+            if owner in self._skip_pending or open_breaker_if_recent_skip(
+                self.control.state,
+                self.settings,
+                decision.connect_cluster,
+                decision.connector,
+                decision.event_time_ms,
+            ):
+                self._breaker_checks.add(owner)
+                self._enqueue(_BreakerCheck(failures))
+                return
+
+    def _enqueue(self, decision: Decision | _BreakerCheck) -> None:
         owner = f"{decision.connect_cluster}/{decision.connector}"
-        if "skip-record" in decision.action_types and decision.outcome == "planned":
+        if (
+            isinstance(decision, Decision)
+            and "skip-record" in decision.action_types
+            and decision.outcome == "planned"
+        ):
             self._skip_pending.setdefault(owner, asyncio.Event()).set()
         queue = self._queues.get(owner)
         if queue is None:
@@ -255,15 +288,22 @@ class Remediator:
 
     # -- per connector --------------------------------------------------------------------------
 
-    async def _work(self, owner: str, queue: asyncio.Queue[Decision]) -> None:
+    async def _work(self, owner: str, queue: asyncio.Queue[Decision | _BreakerCheck]) -> None:
         while True:
-            decision = await queue.get()
+            item = await queue.get()
             try:
-                await self.handle(decision)
+                if isinstance(item, _BreakerCheck):
+                    self._breaker_checks.discard(owner)
+                    await self._trip_breaker(item.failures)
+                else:
+                    await self.handle(item)
             except Exception as exc:  # one bad remediation must not stop the connector's queue
-                log.exception("remediation of %s failed unexpectedly", decision.id)
-                # Every decision gets an outcome in the audit, an unexpected failure too.
-                await self.finish(decision, "failed", f"unexpected error: {exc!r}", {})
+                if isinstance(item, _BreakerCheck):
+                    log.exception("the breaker check of %s failed", item.connector)
+                else:
+                    log.exception("remediation of %s failed unexpectedly", item.id)
+                    # Every decision gets an outcome in the audit, an unexpected failure too.
+                    await self.finish(item, "failed", f"unexpected error: {exc!r}", {})
             finally:
                 queue.task_done()
 
@@ -289,21 +329,8 @@ class Remediator:
 
     async def _verdict(self, decision: Decision, cluster: ConnectCluster | None) -> Verdict:
         """Every guard's say, with what they read now (control topic, Connect, status topic)."""
-        state = await self.control.acatch_up()
+        state = await self._trip_breaker([decision])
         orchestrator = cluster.orchestrator if cluster is not None else "none"
-        trips = _failure_trigger(decision) and open_breaker_if_recent_skip(
-            state,
-            self.settings,
-            decision.connect_cluster,
-            decision.connector,
-            decision.event_time_ms,
-            decision_id=decision.id,
-            by=self.owner,
-        )
-        if trips:
-            await self.control.awrite(trips)
-            self.metrics.breaker_open.labels(decision.connect_cluster, decision.connector).set(1)
-            state = self.control.state
         failing: int | None = 0
         failing_names: tuple[str, ...] = ()
         writes = set(decision.action_types) & WRITING_ACTIONS
@@ -351,6 +378,30 @@ class Remediator:
             return None
         tasks = ", ".join(f"{t.id}={t.state}" for t in state.tasks) or "none"
         return f"{decision.connector} is no longer failing (connector {state.state}, tasks {tasks})"
+
+    async def _trip_breaker(self, decisions: Sequence[Decision]) -> ControlState:
+        """Open the connector's breaker if one of these failures came soon after a skip; the
+        guard state as read now (and written, if it tripped)."""
+        state = await self.control.acatch_up()
+        for decision in decisions:
+            trips = _failure_trigger(decision) and open_breaker_if_recent_skip(
+                state,
+                self.settings,
+                decision.connect_cluster,
+                decision.connector,
+                decision.event_time_ms,
+                decision_id=decision.id,
+                by=self.owner,
+            )
+            if trips:
+                await self.control.awrite(trips)
+                metric = self.metrics.breaker_open.labels(
+                    decision.connect_cluster, decision.connector
+                )
+                metric.set(1)
+                log.warning("breaker of %s opened: %s", decision.connector, trips.value["why"])
+                return self.control.state
+        return state
 
     async def _held(self, decision: Decision, verdict: Verdict) -> None:
         """A decision the guards hold back: recorded (and its approval asked for), not run."""
@@ -420,21 +471,7 @@ class Remediator:
     ) -> None:
         """The outcome, audited (and counted, logged, told to the engine)."""
         self.metrics.outcomes.labels(decision.rule, outcome).inc()
-        record = {
-            "id": f"{decision.id}:{outcome}",
-            "kind": "remediation",
-            "decision_id": decision.id,
-            "rule": decision.rule,
-            "mode": decision.mode,
-            "connect_cluster": decision.connect_cluster,
-            "connector": decision.connector,
-            "actions": [a.model_dump(mode="json") for a in decision.actions],
-            "record": decision.record.model_dump() if decision.record else None,
-            "outcome": outcome,
-            "message": message,
-            "decided_at_ms": self.now_ms(),
-            **extra,
-        }
+        record = outcome_record(decision, outcome, message, self.now_ms(), extra)
         # A located record is in the saga, whatever its end: failed and aborted skips name it too.
         saga = self.sagas.get(str(extra["saga"])) if "saga" in extra else None
         if saga is not None and saga.record is not None:
@@ -450,6 +487,28 @@ class Remediator:
                 await self.on_outcome(decision, outcome, extra)
             except Exception:  # the outcome is audited; the engine's limits then just expire
                 log.exception("could not report the outcome of %s to the engine", decision.id)
+
+
+def outcome_record(
+    decision: Decision, outcome: str, message: str, at_ms: int, extra: dict[str, Any]
+) -> dict[str, Any]:
+    """The audit record of a decision's outcome (`kind: remediation`, keyed by decision and
+    outcome): what `offsetd history` joins to its decision."""
+    return {
+        "id": f"{decision.id}:{outcome}",
+        "kind": "remediation",
+        "decision_id": decision.id,
+        "rule": decision.rule,
+        "mode": decision.mode,
+        "connect_cluster": decision.connect_cluster,
+        "connector": decision.connector,
+        "actions": [a.model_dump(mode="json") for a in decision.actions],
+        "record": decision.record.model_dump() if decision.record else None,
+        "outcome": outcome,
+        "message": message,
+        "decided_at_ms": at_ms,
+        **extra,
+    }
 
 
 async def call_again(
@@ -471,3 +530,18 @@ def _failure_trigger(decision: Decision) -> bool:
     """Decisions caused by a failure (a FAILED status or a DLQ record) can trip the breaker."""
     trigger = decision.inputs.trigger
     return trigger.kind == "dlq_record" or trigger.state == "FAILED"
+
+
+@dataclass(frozen=True)
+class _BreakerCheck:
+    """Suppressed failures of one connector that may open its breaker (`note_suppressed`)."""
+
+    failures: Sequence[Decision]
+
+    @property
+    def connect_cluster(self) -> str:
+        return self.failures[0].connect_cluster
+
+    @property
+    def connector(self) -> str:
+        return self.failures[0].connector

@@ -48,6 +48,7 @@ from typing import Any, Literal, cast
 from offsetd.config import RemediationSettings
 from offsetd.engine.decision import Decision
 from offsetd.offsets.backend import Refusal
+from offsetd.outcomes import suppressed_outcome
 from offsetd.remediation.control_state import ControlRecord, ControlState, breaker_record
 from offsetd.scope import Scope
 
@@ -89,13 +90,6 @@ Guard = Literal[
     "approval",
     "none",
 ]
-
-_ENGINE_OUTCOMES = {
-    "disabled": "suppressed_disabled",
-    "inhibited": "suppressed_inhibited",
-    "cooldown": "suppressed_cooldown",
-    "budget": "suppressed_budget",
-}
 
 
 class WritePermit:
@@ -161,7 +155,7 @@ def evaluate(decision: Decision, ctx: GuardContext) -> Verdict:
     if owned.in_scope is not True:
         return Verdict("suppressed_out_of_scope", "scope", f"not acting: {owned.detail}")
     if decision.outcome == "suppressed":
-        outcome = _ENGINE_OUTCOMES.get(decision.reason or "", "suppressed_disabled")
+        outcome = suppressed_outcome(decision.reason or "disabled")
         why = decision.detail or f"suppressed by the engine ({decision.reason})"
         return Verdict(outcome, "engine", why)
     inner = _protective(decision, ctx)

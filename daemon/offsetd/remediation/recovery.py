@@ -21,6 +21,7 @@ from offsetd.audit import AuditLog, read_records
 from offsetd.config import ConnectCluster
 from offsetd.connect.client import ConnectClient
 from offsetd.engine import Decision
+from offsetd.outcomes import SUPPRESSED_KIND
 from offsetd.remediation.actions.base import Services
 from offsetd.remediation.actions.rewind import rewind_outcome
 from offsetd.remediation.actions.skip import skip_context, skip_outcome
@@ -116,8 +117,8 @@ class Recovery:
         since = host.now_ms() - RESUBMIT_WITHIN_MS
         found, waiting = [], []
         for raw in records:
-            if raw.get("kind") == "remediation":
-                continue
+            if raw.get("kind") in ("remediation", SUPPRESSED_KIND):
+                continue  # an outcome, or a tally of suppressed decisions: nothing to run
             seen = outcomes.get(str(raw.get("id")))
             owned = owns(str(raw.get("connect_cluster")), str(raw.get("connector")))
             if seen == {"awaiting_approval"} and raw.get("outcome") == "planned":

@@ -6,6 +6,7 @@ from offsetd.engine.decision import Decision
 from offsetd.events.models import (
     RecordRef,
 )
+from offsetd.outcomes import suppressed_outcome
 from offsetd.rules.models import format_duration
 from offsetd.ruletest.spec import Expect, FileResult
 
@@ -30,10 +31,8 @@ def describe_decision(decision: Decision) -> str:
         f"at {format_duration(decision.event_time_ms)}",
         f"rule={decision.rule}",
         f"connector={decision.connector}",
-        f"outcome={decision.outcome}",
+        f"outcome={_outcome(decision.outcome, decision.reason)}",
     ]
-    if decision.reason is not None:
-        parts.append(f"reason={decision.reason}")
     parts.append(f"actions=[{', '.join(decision.action_types)}]")
     if decision.task_id is not None:
         parts.append(f"task_id={decision.task_id}")
@@ -52,9 +51,9 @@ def describe_expect(expect: Expect) -> str:
     parts = [f"at {format_duration(expect.at)}", f"rule={expect.rule}"]
     if "connector" in given:
         parts.append(f"connector={expect.connector}")
-    parts.append(f"outcome={expect.outcome}")
-    if "reason" in given:
-        parts.append(f"reason={expect.reason}")
+    parts.append(
+        f"outcome={_outcome(expect.outcome, expect.reason if 'reason' in given else None)}"
+    )
     if "mode" in given:
         parts.append(f"mode={expect.mode}")
     if expect.actions is not None:
@@ -93,3 +92,8 @@ def format_result(result: FileResult) -> list[str]:
         if not case.decisions:
             lines.append("        (none)")
     return lines
+
+
+def _outcome(outcome: str, reason: str | None) -> str:
+    """`suppressed_cooldown`: the word the audit, the metrics and `offsetd history` use."""
+    return suppressed_outcome(reason) if outcome == "suppressed" and reason else outcome

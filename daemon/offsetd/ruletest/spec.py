@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PositiveInt
+from pydantic import BaseModel, ConfigDict, Field, PositiveInt, model_validator
 
 from offsetd.engine.decision import Decision, Outcome, Reason, RecordStatus
 from offsetd.events.models import (
@@ -18,6 +18,7 @@ from offsetd.events.models import (
     JsonScalar,
     RecordRef,
 )
+from offsetd.outcomes import ENGINE_REASONS
 from offsetd.rules.models import Duration, Mode
 
 __all__ = [
@@ -95,7 +96,24 @@ class TestEvent(_Model):
 
 
 class Expect(_Model):
-    """One expected decision. Fields left out are not compared, except `outcome`."""
+    """One expected decision. Fields left out are not compared, except `outcome`.
+
+    `outcome` also takes the word the audit, metrics and history use for a suppression
+    (`suppressed_cooldown`): the same as `outcome: suppressed` with `reason: cooldown`.
+    """
+
+    @model_validator(mode="before")
+    @classmethod
+    def _one_vocabulary(cls, data: Any) -> Any:
+        if not isinstance(data, dict) or not isinstance(data.get("outcome"), str):
+            return data
+        outcome = data["outcome"]
+        reason = outcome.removeprefix("suppressed_")
+        if reason == outcome or reason not in ENGINE_REASONS:
+            return data
+        if data.get("reason") not in (None, reason):
+            raise ValueError(f"outcome {outcome} contradicts reason {data['reason']}")
+        return {**data, "outcome": "suppressed", "reason": reason}
 
     at: Duration
     rule: str

@@ -136,6 +136,7 @@ FULL_REDACTED: dict[str, Any] = {
         "group_rebalance_timeout": "1m",
         "health_probe_interval": "5s",
         "stall_after": "2m",
+        "suppressed_window": "10m",
     },
     "remediation": {
         "quarantine_topic": "offsetd.quarantine",

@@ -253,3 +253,40 @@ def test_cli_explain(rules_dir: Path, tmp_path: Path) -> None:
     result = CliRunner().invoke(main, ["rules", "explain", str(rules_dir), str(wrong)])
     assert result.exit_code == 1
     assert result.output.strip() == f"{wrong}:3: state: unknown key"  # DLQ events have none
+
+
+def test_expect_speaks_the_audits_words_for_a_suppression(rules_dir: Path) -> None:
+    """`outcome: suppressed_cooldown` is `outcome: suppressed, reason: cooldown`; a diff says
+    it the same way; a contradicting `reason` is an error naming file, line and field. (The
+    second firing of the skip falls within its default cooldown.)"""
+    path = write(
+        rules_dir,
+        "tests/t.yaml",
+        """\
+        rule_files: [../r.yaml]
+        tests:
+          - name: the second failure within the cooldown
+            events:
+              - &d {at: 0s, kind: dlq_record, connector: c,
+                    record: {topic: t, partition: 0, offset: 5}}
+              - {<<: *d, at: 1s}
+              - {<<: *d, at: 2s}
+              - {<<: *d, at: 3s}
+            expect:
+              - {at: 1s, rule: skip}
+              - {at: 3s, rule: skip, outcome: suppressed_budget}
+        """,
+    )
+    lines = format_result(run_test_file(path))
+    assert "      - at 3s rule=skip outcome=suppressed_budget" in lines, lines
+    produced = [line for line in lines if line.startswith("      + ")]
+    assert len(produced) == 1, lines
+    assert " outcome=suppressed_" in produced[0], lines
+    reason = produced[0].split(" outcome=suppressed_")[1].split()[0]
+    path.write_text(path.read_text().replace("suppressed_budget", f"suppressed_{reason}"))
+    assert run_test_file(path).ok
+    contradicting = f"outcome: suppressed_{reason}, reason: disabled"
+    path.write_text(path.read_text().replace(f"outcome: suppressed_{reason}", contradicting))
+    assert run_test_file(path).problems == [
+        f"{path}:12: tests[0].expect[1]: outcome suppressed_{reason} contradicts reason disabled"
+    ]
