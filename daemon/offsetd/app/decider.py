@@ -255,13 +255,11 @@ class FrameDecider:
         planned decisions and the tallies its suppressed ones changed, in order, with one wait
         for all their acknowledgements. The state must be put back afterwards (the tallies)."""
         wiring, metrics = self.wiring, self.wiring.metrics
-        planned, tallies = fold_suppressed(
-            state, decisions, wiring.settings.daemon.suppressed_window
-        )
+        window = wiring.settings.daemon.suppressed_window
+        planned, tallies = fold_suppressed(state, decisions, window)
         for decision in decisions:
             outcome = PLANNED if decision.outcome == PLANNED else _suppressed(decision)
             metrics.decisions.labels(decision.rule, decision.mode, outcome).inc()
-        window = wiring.settings.daemon.suppressed_window
         written = await wiring.audit.write_many(
             [decision.audit_record(wiring.rules) for decision in planned],
             updates=[tally_record(state, tally, window) for tally in tallies],
