@@ -6,12 +6,21 @@ are awaited until fully acknowledged (acks=all), so a decision is in the audit b
 moves on. Suppressed decisions are not written one by one: their tally (`offsetd.engine.tally`:
 one per rule, connector, reason, incident and window) is written again under its id as its count
 grows, and compaction keeps the latest count.
+
+A frame that only changed tallies does not wait (`write_soon`): nothing acts on a tally, its
+truth is the count in the connector's durable state, and an awaited write per frame made the
+broker's round trip the daemon's pace in a DLQ storm. A tally whose write failed is written
+again (its latest version) with the next write; after a restart the daemon writes the tallies
+of the states it owns once more (`app.decider`), so a crash between the state and the audit
+leaves no short count behind.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import logging
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -25,6 +34,8 @@ from offsetd.topics import ensure_compacted_topic
 __all__ = ["DEFAULT_TOPIC", "AuditError", "AuditLog", "ensure_topic", "read_records"]
 
 DEFAULT_TOPIC = "offsetd.audit"
+
+log = logging.getLogger("offsetd.audit")
 
 
 class AuditError(OffsetdError):
@@ -92,6 +103,10 @@ class AuditLog:
             {**self._conf, "acks": "all", "enable.idempotence": "true", "linger.ms": "0"}
         )
         self._seen: set[str] = set()
+        # tallies written by `write_soon`: id -> the latest value not yet acknowledged
+        self._unconfirmed: dict[str, bytes] = {}
+        self._failed: set[str] = set()  # ids whose latest write failed: written again
+        self._lock = threading.Lock()  # delivery reports come from either writing thread
 
     @property
     def conf(self) -> dict[str, str]:
@@ -136,6 +151,56 @@ class AuditLog:
             self._seen.update(batch_ids)
         return flags
 
+    def write_soon(self, updates: Sequence[dict[str, Any]]) -> None:
+        """Write tallies (records replaced under their id) without waiting for them.
+
+        Queued to the producer at once (no I/O here); their acknowledgements are collected by
+        later calls. A failed one is written again, its latest version, by the next call."""
+        latest = {str(update["id"]): json.dumps(update).encode() for update in updates}
+        with self._lock:
+            for update_id in self._failed - latest.keys():
+                value = self._unconfirmed.get(update_id)
+                if value is not None:
+                    latest[update_id] = value
+            if self._failed:
+                log.warning(
+                    "writing %d tally record(s) again after a failed write", len(self._failed)
+                )
+            self._failed.clear()
+            self._unconfirmed.update(latest)
+        for update_id, value in latest.items():
+            self._produce(update_id, value, self._confirm(update_id, value))
+        self._producer.poll(0)  # delivery reports of earlier writes
+
+    @property
+    def unconfirmed(self) -> int:
+        """Tally records written by `write_soon` and not acknowledged yet."""
+        with self._lock:
+            return len(self._unconfirmed)
+
+    def _confirm(self, update_id: str, value: bytes) -> Any:
+        def delivered(err: KafkaError | None, _msg: Message) -> None:
+            with self._lock:
+                if self._unconfirmed.get(update_id) is not value:
+                    return  # a later version is on its way: it decides
+                if err is None:
+                    del self._unconfirmed[update_id]
+                    return
+                self._failed.add(update_id)
+            log.error("the audit did not take tally %s: %s", update_id, err.str())
+
+        return delivered
+
+    def _produce(self, key: str, value: bytes, on_delivery: Any) -> None:
+        while True:
+            try:
+                self._producer.produce(
+                    self.topic, key=key.encode(), value=value, on_delivery=on_delivery
+                )
+                return
+            except BufferError:  # the local queue is full: let deliveries drain it
+                self._producer.poll(0.1)
+
     def _write_sync(self, items: list[tuple[str, bytes]], timeout_s: float = 30.0) -> None:
         errors: list[KafkaError] = []
 
@@ -144,14 +209,7 @@ class AuditLog:
                 errors.append(err)
 
         for key, value in items:
-            while True:
-                try:
-                    self._producer.produce(
-                        self.topic, key=key.encode(), value=value, on_delivery=on_delivery
-                    )
-                    break
-                except BufferError:  # the local queue is full: let deliveries drain it
-                    self._producer.poll(0.1)
+            self._produce(key, value, on_delivery)
         remaining = self._producer.flush(timeout_s)
         if errors:
             raise_if_denied(errors[0], self._conf, topic=("WRITE", self.topic))

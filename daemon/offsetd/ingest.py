@@ -207,7 +207,7 @@ class Ingest:
         *,
         batch: int = 5000,
         poll_s: float = 0.02,
-        max_frame_bytes: int = 256 * 1024,
+        max_frame_bytes: int = 1024 * 1024,
         max_message_bytes: int = KAFKA_DEFAULT_MAX_MESSAGE_BYTES,
         compression: str = "gzip",
         max_pending_batches: int = 4,
@@ -364,7 +364,10 @@ class Ingest:
         for raw, size in plan.too_large:
             self._too_large(raw, size, max_record_bytes)
         # Skipped records are still in `positions`: committed with their batch, in order.
-        frames = deque(plan.frames)
+        frames: deque[tuple[str, list[RawRecord], list[bytes] | None]] = deque(
+            (owner, records, encoded)
+            for (owner, records), encoded in zip(plan.frames, plan.encoded, strict=True)
+        )
         pending = _Pending(len(frames), positions)
         self._pending.append(pending)
         sent = self._send_frames(frames, pending, producer)
@@ -393,7 +396,7 @@ class Ingest:
                 if err.code() != KafkaError._PARTITION_EOF:
                     log.warning("consumer error: %s", err.str())
                 continue
-            raw = raw_record(msg)
+            raw = raw_record(msg, consumed=True)
             positions[(raw.topic, raw.partition)] = raw.offset + 1
             source = sources.get(raw.topic)
             if source is None:
@@ -407,7 +410,7 @@ class Ingest:
 
     def _send_frames(
         self,
-        frames: deque[tuple[str, list[RawRecord]]],
+        frames: deque[tuple[str, list[RawRecord], list[bytes] | None]],
         pending: _Pending,
         producer: Producer,
     ) -> int:
@@ -420,8 +423,8 @@ class Ingest:
 
         sent = 0
         while frames:
-            owner, records = frames.popleft()
-            value = encode_frame(records, dlq_topics=self._dlq)
+            owner, records, encoded = frames.popleft()
+            value = encode_frame(records, dlq_topics=self._dlq, encoded=encoded)
             if self._send_frame(producer, owner, value, delivered):
                 sent += 1
                 continue
@@ -434,7 +437,7 @@ class Ingest:
                 self._too_large(records[0], len(value), limit)
             else:
                 pending.outstanding += len(records)
-                frames.extendleft((owner, [raw]) for raw in reversed(records))
+                frames.extendleft((owner, [raw], None) for raw in reversed(records))
         return sent
 
     def _send_frame(

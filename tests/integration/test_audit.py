@@ -37,3 +37,21 @@ def test_write_many_orders_dedupes_and_remembers(west: str) -> None:
     assert asyncio.run(again.write_many([records[3], _record("d-new", 99)])) == [False, True]
     again.close()
     assert [r["id"] for r in read_records(conf, topic)] == [*ids, "d-new"]
+
+
+def test_tallies_written_without_a_wait_arrive_as_their_latest_version(west: str) -> None:
+    topic = f"offsetd.audit.test-{uuid.uuid4().hex[:8]}"
+    conf = {"bootstrap.servers": west}
+    log = AuditLog(conf, topic)
+    log.start()
+    for count in range(1, 201):  # a storm's frames: one version per frame, none awaited
+        log.write_soon([{**_record("tally-a", count), "count": count}])
+        if count % 50 == 0:
+            log.write_soon([{**_record("tally-b", count), "count": count}])
+    assert asyncio.run(log.write_many([_record("planned-1", 300)])) == [True]
+    assert log.unconfirmed == 0  # the awaited write's flush took the tallies with it
+    log.close()
+    stored = {r["id"]: r for r in read_records(conf, topic)}
+    assert stored["tally-a"]["count"] == 200
+    assert stored["tally-b"]["count"] == 200
+    assert set(stored) == {"tally-a", "tally-b", "planned-1"}

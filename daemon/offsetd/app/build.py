@@ -66,6 +66,10 @@ def build_app(wiring: Wiring) -> faust.App:
             decider.rescan_waiting(states)
         except Exception:  # a table being recovered or rebalanced: next time
             log.exception("could not look for events waiting for metadata")
+        try:
+            decider.rewrite_tallies(states)
+        except Exception:
+            log.exception("could not write the tallies of the states again")
 
     app.add_dependency(remediation_start(app, wiring, events_topic))
     _housekeeping(app, wiring)

@@ -2,17 +2,22 @@
 
 For each internal record, one connector's (`decide_frame`): a frame of raw records is decoded
 (malformed ones counted, logged, skipped), filtered by the deployment's scope, run through the
-engine on the connector's state, and its decisions written to the audit, awaited, before the
-state is put back once per frame: planned decisions one record each, suppressed ones counted into
-one record per rule, reason, incident and window (`engine.tally`), and only the planned ones
-handed to the remediator. A nudge brings what was learnt later — an executor's outcome
-(`engine.later.settle`: a decision that did not run gives its limits back) or "this connector's
-metadata is known now" (its deferred events are decided) — so the state keeps one writer.
+engine on the connector's state, and its decisions written to the audit before the state is put
+back once per frame: planned decisions one record each, awaited, and suppressed ones counted into
+one record per rule, reason, incident and window (`engine.tally`), awaited with the planned ones
+of their frame and otherwise not (`AuditLog.write_soon`: a storm's frames must not each wait for
+the broker; after a start the tallies of every state are written once more, `rewrite_tallies`).
+Only the planned decisions are handed to the remediator. A nudge brings what was learnt later —
+an executor's outcome (`engine.later.settle`: a decision that did not run gives its limits back)
+or "this connector's metadata is known now" (its deferred events are decided) — so the state
+keeps one writer.
 """
 
 from __future__ import annotations
 
 import logging
+from collections import Counter
+from collections.abc import Sequence
 from typing import Any, cast
 
 from offsetd.app.counters import EventCounters, LaterMetrics
@@ -21,6 +26,7 @@ from offsetd.app.wiring import Decoder, Wiring
 from offsetd.engine import Decision
 from offsetd.engine.batch import decide_batch
 from offsetd.engine.cache import StateCache
+from offsetd.engine.decision import Firing
 from offsetd.engine.later import (
     PENDING_OUTCOMES,
     OutcomeNews,
@@ -62,6 +68,7 @@ class FrameDecider:
         self.nudge = nudge
         self.metadata = MetadataReader(wiring, nudge)
         self.sources: dict[str, tuple[str, Decoder]] = wiring.source_topics()
+        self._tallies_rewritten: set[str] = set()  # keys whose tallies were written since start
 
     # -- per record ------------------------------------------------------------------------------
 
@@ -248,22 +255,46 @@ class FrameDecider:
                 )
                 self.metadata.await_meta(key, state.connect_cluster, state.connector)
 
+    def rewrite_tallies(self, states: Any) -> int:
+        """Write the tallies of each state once per process (its first look at the state): a
+        crash may have put a state whose tally writes (`write_soon`) never arrived. Returns
+        how many were written."""
+        window = self.wiring.settings.daemon.suppressed_window
+        written = 0
+        for key, text in list(states.items()):
+            if key in self._tallies_rewritten:
+                continue
+            self._tallies_rewritten.add(key)
+            if not text or '"suppressed":{}' in text:
+                continue
+            state = self.cache.get(key)
+            updates = [tally_record(state, t, window) for t in state.suppressed.values()]
+            self.wiring.audit.write_soon(updates)
+            written += len(updates)
+        return written
+
     # -- the audit -------------------------------------------------------------------------------
 
-    async def decide_all(self, state: ConnectorState, decisions: list[Decision]) -> None:
+    async def decide_all(self, state: ConnectorState, decisions: Sequence[Firing]) -> None:
         """The one place decisions are written to the audit (and handed on from): a frame's
         planned decisions and the tallies its suppressed ones changed, in order, with one wait
         for all their acknowledgements. The state must be put back afterwards (the tallies)."""
         wiring, metrics = self.wiring, self.wiring.metrics
         window = wiring.settings.daemon.suppressed_window
         planned, tallies = fold_suppressed(state, decisions, window)
-        for decision in decisions:
-            outcome = PLANNED if decision.outcome == PLANNED else _suppressed(decision)
-            metrics.decisions.labels(decision.rule, decision.mode, outcome).inc()
-        written = await wiring.audit.write_many(
-            [decision.audit_record(wiring.rules) for decision in planned],
-            updates=[tally_record(state, tally, window) for tally in tallies],
+        counts = Counter(
+            (d.rule, d.mode, PLANNED if d.outcome == PLANNED else _suppressed(d)) for d in decisions
         )
+        for labels, count in counts.items():  # a storm's frame: one increment per label set
+            metrics.decisions.labels(*labels).inc(count)
+        updates = [tally_record(state, tally, window) for tally in tallies]
+        if not planned:  # only counts changed: nothing waits for them (see offsetd.audit)
+            wiring.audit.write_soon(updates)
+            written: list[bool] = []
+        else:
+            written = await wiring.audit.write_many(
+                [decision.audit_record(wiring.rules) for decision in planned], updates=updates
+            )
         for decision, new in zip(planned, written, strict=True):
             if new:
                 metrics.audit_writes.labels(PLANNED).inc()
@@ -279,5 +310,5 @@ class FrameDecider:
             wiring.remediator.note_suppressed([d for d in decisions if d.outcome != PLANNED])
 
 
-def _suppressed(decision: Decision) -> str:
+def _suppressed(decision: Firing) -> str:
     return suppressed_outcome(decision.reason or "disabled")

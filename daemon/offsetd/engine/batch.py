@@ -17,8 +17,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from offsetd.engine.decide import decide
-from offsetd.engine.decision import Decision
+from offsetd.engine.decide import decide, decide_firings
+from offsetd.engine.decision import Firing
 from offsetd.engine.state import ConnectorState
 from offsetd.events.decode import Malformed, RawRecord
 from offsetd.rules.matching import RuleSet
@@ -42,16 +42,18 @@ def decide_batch(
     on_event: Callable[[Any], None] | None = None,
     on_malformed: Callable[[RawRecord, Malformed], None] | None = None,
     on_error: Callable[[RawRecord, Exception], None] | None = None,
-) -> tuple[int, list[Decision]]:
+    light: bool = True,
+) -> tuple[int, list[Firing]]:
     """Apply `records` (one connector's, in order) to `state` in place.
 
     Returns how many events were applied (0: nothing changed, the state need not be written)
-    and the decisions, in order. `meta(event)` and `now_ms(event)` are asked per event (the
-    connector's metadata may be refreshed, "now" moves on).
+    and the firings, in order (`light`: suppressed ones as `Suppression`s, `decide_firings`).
+    `meta(event)` and `now_ms(event)` are asked per event (the connector's metadata may be
+    refreshed, "now" moves on).
     """
     offsets = state.offsets
     applied = 0
-    decisions: list[Decision] = []
+    decisions: list[Firing] = []
     for raw in records:
         seen = offsets.get(f"{raw.topic}:{raw.partition}")
         if seen is not None and raw.offset <= seen:
@@ -60,7 +62,11 @@ def decide_batch(
             event = decoder(raw)
             if on_event is not None:
                 on_event(event)
-            state, made = decide(state, event, rules, meta(event), now_ms(event), on_match=on_match)
+            if light:
+                made = decide_firings(state, event, rules, meta(event), now_ms(event), on_match)
+            else:
+                state, decided = decide(state, event, rules, meta(event), now_ms(event), on_match)
+                made = list(decided)
         except Malformed as bad:
             if on_malformed is not None:
                 on_malformed(raw, bad)

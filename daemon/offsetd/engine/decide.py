@@ -43,7 +43,9 @@ from offsetd.engine.counting import (
 from offsetd.engine.decision import (
     Decision,
     EventSummary,
+    Firing,
     Reason,
+    Suppression,
     decision_id,
 )
 from offsetd.engine.state import ConnectorState, RuleState, WindowEntry
@@ -51,7 +53,7 @@ from offsetd.events.models import EventKind, RecordRef
 from offsetd.rules.matching import AnyEvent, CompiledAction, CompiledRule, RuleSet
 from offsetd.rules.models import ConnectorMeta
 
-__all__ = ["decide", "defer", "prune"]
+__all__ = ["decide", "decide_firings", "defer", "prune"]
 
 SWEEP_EVERY_MS = 60_000  # event time between two pruning sweeps of a connector's state
 # Count keys kept per rule and connector. A DLQ flood of distinct records must not grow the
@@ -79,11 +81,39 @@ def decide(
 
     `on_match(rule_name)` is told of every rule whose conditions hold for a live event (metrics).
     """
+    made = _decide(state, event, rules, meta, now_ms, on_match, light=False)
+    return state, made  # type: ignore[return-value]  # light=False: Decisions only
+
+
+def decide_firings(
+    state: ConnectorState,
+    event: AnyEvent,
+    rules: RuleSet,
+    meta: ConnectorMeta | None,
+    now_ms: int,
+    on_match: Callable[[str], None] | None = None,
+) -> list[Firing]:
+    """`decide` as the daemon runs it: the same state and firings, but those suppressed by
+    cooldown, budget or `enabled: false` come as a light `Suppression` (what their tally
+    reads) instead of a `Decision`."""
+    return _decide(state, event, rules, meta, now_ms, on_match, light=True)
+
+
+def _decide(
+    state: ConnectorState,
+    event: AnyEvent,
+    rules: RuleSet,
+    meta: ConnectorMeta | None,
+    now_ms: int,
+    on_match: Callable[[str], None] | None,
+    *,
+    light: bool,
+) -> list[Firing]:
     source = event.source
     partition_key = f"{source.topic}:{source.partition}"
     seen = state.offsets.get(partition_key)
     if seen is not None and source.offset <= seen:
-        return state, []
+        return []
     state.offsets[partition_key] = source.offset
     time_ms = source.timestamp_ms
     # The fields' own dict: pydantic's __setattr__ costs ~1 us, and these are plain ints/strs
@@ -102,10 +132,12 @@ def decide(
         prune(state, rules)
         fields["next_sweep_ms"] = time_ms + SWEEP_EVERY_MS
 
-    decisions = _match_rules(state, event, rules.candidates(event, meta), meta, now_ms, on_match)
+    decisions = _match_rules(
+        state, event, rules.candidates(event, meta), meta, now_ms, on_match, light=light
+    )
     if meta is None and rules.meta_rules:
         defer(state, event, rules, now_ms)
-    return state, decisions
+    return decisions
 
 
 def _match_rules(
@@ -115,9 +147,11 @@ def _match_rules(
     meta: ConnectorMeta | None,
     now_ms: int,
     on_match: Callable[[str], None] | None,
-) -> list[Decision]:
+    *,
+    light: bool = False,
+) -> list[Firing]:
     """Steps 3 to 6 for `candidates` (the event's rules): match, count, fire."""
-    decisions: list[Decision] = []
+    decisions: list[Firing] = []
     source = event.source
     time_ms = source.timestamp_ms
     record = _record_text(event) if event.kind is EventKind.DLQ_RECORD else None
@@ -146,7 +180,9 @@ def _match_rules(
             continue
         counted = list(entries)
         del windows[key]  # the firing consumes the window
-        decisions.append(_fire(state, rule, rule_state, event, key, counted, now_ms, trigger))
+        decisions.append(
+            _fire(state, rule, rule_state, event, key, counted, now_ms, trigger, light)
+        )
     return decisions
 
 
@@ -262,13 +298,32 @@ def _fire(
     counted: list[WindowEntry],
     now_ms: int,
     trigger: list[EventSummary],
-) -> Decision:
+    light: bool = False,
+) -> Firing:
     time_ms = event.source.timestamp_ms
     reason, detail = limits(state, rule, rule_state, time_ms)
     planned = reason is None
 
     records = {entry[4] for entry in counted}
     record_text = records.pop() if len(records) == 1 else None
+    if light and reason is not None and reason != "inhibited":
+        return Suppression(
+            rule=rule.name,
+            mode=rule.mode,
+            connect_cluster=event.connect_cluster,
+            connector=event.connector,
+            task_id=getattr(event, "task_id", None),
+            key=key,
+            action_types=[action.type for action in rule.actions],
+            reason=reason,
+            detail=detail,
+            event_time_ms=time_ms,
+            decided_at_ms=now_ms,
+            trigger_source=event.source,
+            record_text=record_text,
+            from_failure=event.kind is EventKind.DLQ_RECORD
+            or getattr(event, "state", None) == "FAILED",
+        )
     record = _record_dict(record_text) if record_text is not None else None
     record_status: Literal["exact", "to_locate"] | None = None
     if rule.has_skip:

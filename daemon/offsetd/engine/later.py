@@ -28,7 +28,7 @@ inhibition holds), deferred events and released ids are kept, each list bounded.
 from __future__ import annotations
 
 import hashlib
-from typing import Any
+from typing import Any, cast
 
 from pydantic import TypeAdapter
 from typing_extensions import TypedDict
@@ -259,5 +259,6 @@ def redecide_deferred(
             continue
         needing = tuple(r for r in rules.candidates(event, meta) if r.needs_meta)
         if needing:
-            decisions.extend(_match_rules(state, event, needing, meta, now_ms, on_match))
+            made = _match_rules(state, event, needing, meta, now_ms, on_match)
+            decisions.extend(cast(list[Decision], made))  # not light: Decisions only
     return decisions, expired

@@ -29,7 +29,7 @@ import hashlib
 from collections.abc import Iterable
 from typing import Any
 
-from offsetd.engine.decision import Decision
+from offsetd.engine.decision import Decision, Firing
 from offsetd.engine.state import ConnectorState, Tally, TallyMark
 from offsetd.outcomes import PLANNED, SUPPRESSED_KIND, suppressed_outcome
 
@@ -39,15 +39,17 @@ DEFAULT_WINDOW_MS = 600_000  # ten minutes
 
 
 def fold_suppressed(
-    state: ConnectorState, decisions: Iterable[Decision], window_ms: int = DEFAULT_WINDOW_MS
+    state: ConnectorState, decisions: Iterable[Firing], window_ms: int = DEFAULT_WINDOW_MS
 ) -> tuple[list[Decision], list[Tally]]:
     """Split `decisions` (in order) into the planned ones, returned as they are, and the
     suppressed ones, counted into the state's tallies; also returns the tallies they changed
     (to be written to the audit), in the order they were first changed."""
     planned: list[Decision] = []
     changed: dict[str, Tally] = {}
+    lasts: dict[str, Firing] = {}  # a tally's last firing of these: marked once, at the end
     for decision in decisions:
         if decision.outcome == PLANNED:
+            assert isinstance(decision, Decision)  # only suppressed firings are light
             state.incidents[decision.rule] = decision.id
             planned.append(decision)
             continue
@@ -55,11 +57,11 @@ def fold_suppressed(
         slot = f"{decision.rule}\x1f{reason}"
         incident = _incident(state, decision, reason)
         start = decision.event_time_ms - decision.event_time_ms % window_ms
-        mark = _mark(decision)
         tally = state.suppressed.get(slot)
         if tally is not None and tally["incident"] == incident:
             start = max(start, tally["window_start_ms"])  # never back to a closed window
         if tally is None or tally["incident"] != incident or tally["window_start_ms"] != start:
+            mark = _mark(decision)
             tally = state.suppressed[slot] = {
                 "id": _tally_id(decision.id),
                 "rule": decision.rule,
@@ -68,15 +70,17 @@ def fold_suppressed(
                 "incident": incident,
                 "window_start_ms": start,
                 "count": 0,
-                "actions": decision.action_types,
+                "actions": list(decision.action_types),
                 "detail": decision.detail,
                 "first": mark,
                 "last": mark,
             }
         tally["count"] += 1
-        tally["last"] = mark
         tally["detail"] = decision.detail
         changed[tally["id"]] = tally
+        lasts[tally["id"]] = decision
+    for tally_id, last in lasts.items():
+        changed[tally_id]["last"] = _mark(last)
     return planned, list(changed.values())
 
 
@@ -104,7 +108,7 @@ def tally_record(state: ConnectorState, tally: Tally, window_ms: int) -> dict[st
     }
 
 
-def _incident(state: ConnectorState, decision: Decision, reason: str) -> str | None:
+def _incident(state: ConnectorState, decision: Firing, reason: str) -> str | None:
     """The planned decision a suppression belongs to: the inhibiting rule's latest for
     `inhibited` (the skip a restart waits for; named on the decision when it was made, as
     the inhibition may end before the fold), else the rule's own latest (its cooldown, its
@@ -114,13 +118,9 @@ def _incident(state: ConnectorState, decision: Decision, reason: str) -> str | N
     return state.incidents.get(decision.rule)
 
 
-def _mark(decision: Decision) -> TallyMark:
+def _mark(decision: Firing) -> TallyMark:
     """The decision's trigger: the counted event at the decision's event time (the newest)."""
-    events = decision.inputs.events
-    source = next(
-        (e for e in reversed(events) if e.timestamp_ms == decision.event_time_ms), events[-1]
-    )
-    record = decision.record
+    source = decision.trigger_source
     return {
         "decision_id": decision.id,
         "event_time_ms": decision.event_time_ms,
@@ -128,7 +128,7 @@ def _mark(decision: Decision) -> TallyMark:
         "topic": source.topic,
         "partition": source.partition,
         "offset": source.offset,
-        "record": None if record is None else f"{record.topic}-{record.partition}@{record.offset}",
+        "record": decision.record_text,
     }
 
 

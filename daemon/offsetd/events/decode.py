@@ -28,7 +28,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from typing import Protocol, TypeVar
+from typing import Protocol, TypeVar, cast
 
 from pydantic import BaseModel, ValidationError
 
@@ -81,13 +81,18 @@ class MessageLike(Protocol):
     def headers(self) -> ClientHeaders | None: ...
 
 
-def raw_record(msg: MessageLike) -> RawRecord:
-    """A consumed message as a `RawRecord` (no timestamp: -1, as the Java client reports it)."""
+def raw_record(msg: MessageLike, *, consumed: bool = False) -> RawRecord:
+    """A consumed message as a `RawRecord` (no timestamp: -1, as the Java client reports it).
+
+    `consumed`: `msg` is a message a confluent-kafka consumer returned, whose headers are
+    (str, bytes | None) pairs already: taken as they are (the ingest's hot path)."""
     kind, timestamp = msg.timestamp()
     partition, offset = msg.partition(), msg.offset()
     headers: tuple[Header, ...] = ()
     given = msg.headers()
-    if given:  # consumed records give a list of (str, bytes | None); str values are encoded
+    if given and consumed and isinstance(given, list):
+        headers = tuple(cast(list[Header], given))
+    elif given:  # a list of (str, bytes | None), or a dict; str values are encoded
         pairs = given.items() if isinstance(given, dict) else given
         headers = tuple((k, v.encode() if isinstance(v, str) else v) for k, v in pairs)
     return RawRecord(

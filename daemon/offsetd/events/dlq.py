@@ -21,7 +21,7 @@ from offsetd.events.decode import (
     source_of,
     utf8,
 )
-from offsetd.events.models import TRACE_HEAD_CHARS, DlqRecordEvent
+from offsetd.events.models import TRACE_HEAD_CHARS, DlqRecordEvent, ErrorInfo
 
 __all__ = ["DLQ_HEADER_PREFIX", "decode_dlq"]
 
@@ -36,6 +36,10 @@ H_CLASS = DLQ_HEADER_PREFIX + "class.name"
 H_EXCEPTION = DLQ_HEADER_PREFIX + "exception.class.name"
 H_MESSAGE = DLQ_HEADER_PREFIX + "exception.message"
 H_STACKTRACE = DLQ_HEADER_PREFIX + "exception.stacktrace"
+# The errors of recent DLQ records, by their headers: a storm repeats one error on every record,
+# and reading its trace (first line, causes) cost more than the rest of the record.
+_ERRORS: dict[tuple[str | None, ...], ErrorInfo] = {}
+_MAX_ERRORS = 256
 
 
 def decode_dlq(
@@ -60,7 +64,7 @@ def decode_dlq(
         "source": source_of(raw),
         "task_id": None if task is None else digits(raw, task, H_TASK, INT32_MAX),
         "record": _record_ref(headers),
-        "error": _error(headers),
+        "error": _error_of(headers),
         "headers": headers,
     }
     return build(raw, DlqRecordEvent, data)
@@ -89,6 +93,25 @@ def _record_ref(headers: dict[str, str | None]) -> dict[str, object] | None:
     if not topic or partition is None or offset is None:
         return None
     return {"topic": topic, "partition": partition, "offset": offset}
+
+
+def _error_of(headers: dict[str, str | None]) -> ErrorInfo:
+    """`_error`, remembered: an ErrorInfo is frozen, so one instance serves every record with
+    the same error headers (pydantic takes a model instance as it is)."""
+    key = (
+        headers.get(H_EXCEPTION),
+        headers.get(H_MESSAGE),
+        (headers.get(H_STACKTRACE) or "")[:TRACE_HEAD_CHARS],  # all `_error` reads of it
+        headers.get(H_STAGE),
+        headers.get(H_CLASS),
+    )
+    found = _ERRORS.get(key)
+    if found is None:
+        found = ErrorInfo.model_validate(_error(headers))
+        if len(_ERRORS) >= _MAX_ERRORS:
+            _ERRORS.clear()
+        _ERRORS[key] = found
+    return found
 
 
 def _error(headers: dict[str, str | None]) -> dict[str, object]:

@@ -58,10 +58,15 @@ FRAME_VERSION = 1
 NUDGE_VERSION = 2
 _VERSION = bytes([FRAME_VERSION])
 _NUDGE = bytes([NUDGE_VERSION])
-_RECORD = struct.Struct(">HiqqiiH")
+_RECORD = struct.Struct(">HiqqiiH")  # the topic index, then `_REST`
+_REST = struct.Struct(">iqqiiH")
 _U16 = struct.Struct(">H")
 _HEADER = struct.Struct(">Hi")
 _H_CONNECTOR = DLQ_HEADER_PREFIX + "connector.name"
+# Header names as bytes, and back: a handful of names repeat on every record.
+_NAME_BYTES: dict[str, bytes] = {}
+_NAME_TEXT: dict[bytes, str] = {}
+_MAX_NAMES = 4096
 
 Router = Callable[[str, RawRecord], str]
 """(Connect cluster, raw record) -> owner key; raises `Malformed` when it names no connector."""
@@ -112,50 +117,72 @@ def route_offsets(connect_cluster: str, raw: RawRecord) -> str:
 
 
 def encode_frame(
-    records: Sequence[RawRecord], *, dlq_topics: frozenset[str] = frozenset()
+    records: Sequence[RawRecord],
+    *,
+    dlq_topics: frozenset[str] = frozenset(),
+    encoded: Sequence[bytes] | None = None,
 ) -> bytes:
     """Records (of one owner, in consumption order) as one internal record's value.
 
     Records of `dlq_topics` keep only their `__connect.errors.*` headers (no key, no value).
+    `encoded`: the records' `encode_record`s, when the caller has them already (`plan_frames`).
     """
+    if encoded is None:
+        encoded = [encode_record(raw, dlq=raw.topic in dlq_topics) for raw in records]
     topics: dict[str, int] = {}
     body: list[bytes] = []
-    pack = _RECORD.pack
-    for raw in records:
+    index_of = _U16.pack
+    for raw, chunk in zip(records, encoded, strict=True):
         index = topics.get(raw.topic)
         if index is None:
             index = topics[raw.topic] = len(topics)
-        key, value, headers = raw.key, raw.value, raw.headers
-        if raw.topic in dlq_topics:
-            key = value = None
-            headers = tuple(h for h in headers if h[0].startswith(DLQ_HEADER_PREFIX))
-        body.append(
-            pack(
-                index,
-                raw.partition,
-                raw.offset,
-                raw.timestamp_ms,
-                -1 if key is None else len(key),
-                -1 if value is None else len(value),
-                len(headers),
-            )
-        )
-        if key:
-            body.append(key)
-        if value:
-            body.append(value)
-        for name, data in headers:
-            encoded = name.encode()
-            body.append(_HEADER.pack(len(encoded), -1 if data is None else len(data)))
-            body.append(encoded)
-            if data:
-                body.append(data)
+        body.append(index_of(index))
+        body.append(chunk)
     head = [_VERSION, _U16.pack(len(topics))]
     for topic in topics:
-        encoded = topic.encode()
-        head.append(_U16.pack(len(encoded)))
-        head.append(encoded)
+        name = topic.encode()
+        head.append(_U16.pack(len(name)))
+        head.append(name)
     return b"".join(head + body)
+
+
+def encode_record(raw: RawRecord, *, dlq: bool = False) -> bytes:
+    """One record as a frame carries it, but for the topic index in front (`encode_frame`).
+
+    `dlq`: a record of a DLQ topic keeps its `__connect.errors.*` headers only (no key, no
+    value). Each record is encoded once, in one pass over its headers: its size decides its
+    frame (`plan_frames`), and the frame is these bytes joined.
+    """
+    key, value, headers = raw.key, raw.value, raw.headers
+    if dlq:
+        key = value = None
+        headers = tuple(h for h in headers if h[0].startswith(DLQ_HEADER_PREFIX))
+    parts = [
+        _REST.pack(
+            raw.partition,
+            raw.offset,
+            raw.timestamp_ms,
+            -1 if key is None else len(key),
+            -1 if value is None else len(value),
+            len(headers),
+        )
+    ]
+    if key:
+        parts.append(key)
+    if value:
+        parts.append(value)
+    names = _NAME_BYTES
+    for name, data in headers:
+        encoded = names.get(name)
+        if encoded is None:
+            encoded = name.encode()
+            if len(names) < _MAX_NAMES:
+                names[name] = encoded
+        parts.append(_HEADER.pack(len(encoded), -1 if data is None else len(data)))
+        parts.append(encoded)
+        if data:
+            parts.append(data)
+    return b"".join(parts)
 
 
 def framed_size(raw: RawRecord, *, dlq: bool = False) -> int:
@@ -164,19 +191,7 @@ def framed_size(raw: RawRecord, *, dlq: bool = False) -> int:
     `dlq`: as a record of a DLQ topic (its `__connect.errors.*` headers only). What the ingest
     uses to keep frames small and to tell a record no frame can carry (`frame_head_size`).
     """
-    size = _RECORD.size
-    if dlq:
-        for name, data in raw.headers:
-            if name.startswith(DLQ_HEADER_PREFIX):
-                size += _HEADER.size + len(name.encode()) + (len(data) if data else 0)
-        return size
-    if raw.key:
-        size += len(raw.key)
-    if raw.value:
-        size += len(raw.value)
-    for name, data in raw.headers:
-        size += _HEADER.size + len(name.encode()) + (len(data) if data else 0)
-    return size
+    return _U16.size + len(encode_record(raw, dlq=dlq))
 
 
 def frame_head_size(topics: Iterable[str]) -> int:
@@ -191,6 +206,7 @@ class FramePlan:
 
     frames: list[tuple[str, list[RawRecord]]] = field(default_factory=list)  # (owner, records)
     too_large: list[tuple[RawRecord, int]] = field(default_factory=list)  # (record, framed size)
+    encoded: list[list[bytes]] = field(default_factory=list)  # each frame's `encode_record`s
 
 
 def plan_frames(
@@ -206,26 +222,51 @@ def plan_frames(
     than that, which travels alone. A record larger than `max_record_bytes` (the largest internal
     record the producer and the topic accept, less the frame's head) cannot travel at all: it is
     left out, in `too_large`, and the records around it are framed as if it were not there.
+    Each record is encoded here, once (`encode_record`): `encode_frame(..., encoded=)` joins them.
     """
     max_frame_bytes = min(max_frame_bytes, max_record_bytes)
-    plan = FramePlan()
-    frames, too_large = plan.frames, plan.too_large
-    groups: dict[str, tuple[list[RawRecord], list[int]]] = {}  # owner -> (records, [size])
+    plan = _PlanBuilder(max_frame_bytes)
+    too_large = plan.plan.too_large
+    index_size = _U16.size
     for owner, raw in routed:
-        size = framed_size(raw, dlq=raw.topic in dlq_topics)
+        chunk = encode_record(raw, dlq=raw.topic in dlq_topics)
+        size = index_size + len(chunk)
         if size > max_record_bytes:
             too_large.append((raw, size))
             continue
-        group = groups.get(owner)
+        plan.add(owner, raw, chunk, size)
+    return plan.done()
+
+
+class _PlanBuilder:
+    """Frames per owner, in order: a full frame is closed, the next one started."""
+
+    def __init__(self, max_frame_bytes: int) -> None:
+        self.plan = FramePlan()
+        self.max_frame_bytes = max_frame_bytes
+        # owner -> (records, their encodings, [bytes so far])
+        self.groups: dict[str, tuple[list[RawRecord], list[bytes], list[int]]] = {}
+
+    def add(self, owner: str, raw: RawRecord, chunk: bytes, size: int) -> None:
+        group = self.groups.get(owner)
         if group is None:
-            groups[owner] = group = ([], [0])
-        elif group[1][0] + size > max_frame_bytes:
-            frames.append((owner, group[0]))  # full: send it, start the next one
-            groups[owner] = group = ([], [0])
+            self.groups[owner] = group = ([], [], [0])
+        elif group[2][0] + size > self.max_frame_bytes:
+            self._close(owner, group)  # full: send it, start the next one
+            self.groups[owner] = group = ([], [], [0])
         group[0].append(raw)
-        group[1][0] += size
-    frames.extend((owner, records) for owner, (records, _) in groups.items())
-    return plan
+        group[1].append(chunk)
+        group[2][0] += size
+
+    def done(self) -> FramePlan:
+        for owner, group in self.groups.items():
+            self._close(owner, group)
+        self.groups = {}
+        return self.plan
+
+    def _close(self, owner: str, group: tuple[list[RawRecord], list[bytes], list[int]]) -> None:
+        self.plan.frames.append((owner, group[0]))
+        self.plan.encoded.append(group[1])
 
 
 def decode_frame(data: bytes) -> list[RawRecord]:
@@ -253,6 +294,7 @@ def _decode_frame(data: bytes) -> list[RawRecord]:
     size = _RECORD.size
     end = len(data)
     records: list[RawRecord] = []
+    names = _NAME_TEXT
     while at < end:
         index, partition, offset, timestamp, klen, vlen, hcount = unpack(data, at)
         at += size
@@ -267,7 +309,12 @@ def _decode_frame(data: bytes) -> list[RawRecord]:
         for _ in range(hcount):
             nlen, hlen = _HEADER.unpack_from(data, at)
             at += 6
-            name = data[at : at + nlen].decode()
+            raw_name = data[at : at + nlen]
+            name = names.get(raw_name)
+            if name is None:
+                name = raw_name.decode()
+                if len(names) < _MAX_NAMES:
+                    names[raw_name] = name
             at += nlen
             header: bytes | None = None
             if hlen >= 0:

@@ -37,6 +37,7 @@ from offsetd.config import ConnectCluster, RemediationSettings
 from offsetd.connect.client import ConnectClient
 from offsetd.connect.transport import httpx_options, user_of
 from offsetd.engine import ConnectorMeta, Decision
+from offsetd.engine.decision import Firing
 from offsetd.errors import OffsetdError
 from offsetd.metrics.instruments import RemediationMetrics
 from offsetd.offsets.backend import BackendRequest, Timeouts
@@ -209,7 +210,7 @@ class Remediator:
         self._submitted.add(decision.id)
         self._enqueue(decision)
 
-    def note_suppressed(self, decisions: Sequence[Decision]) -> None:
+    def note_suppressed(self, decisions: Sequence[Firing]) -> None:
         """Decisions the engine suppressed (counted in the audit's tallies, never handled
         here) still carry news for one guard: a failure soon after a skip opens the breaker.
 
@@ -218,7 +219,7 @@ class Remediator:
         connector is pending, or the control state this process knows has a recent one (no
         queue, no read per frame in a DLQ storm), and at most one waits per connector.
         """
-        failures = [d for d in decisions if _failure_trigger(d)]
+        failures = [d for d in decisions if d.from_failure]
         if not failures:
             return
         owner = f"{failures[0].connect_cluster}/{failures[0].connector}"
@@ -363,7 +364,7 @@ class Remediator:
     async def _no_longer_failing(self, decision: Decision, cluster: ConnectCluster) -> str | None:
         """Why a decision a pause held no longer applies (None: it still does). A decision a
         failure caused acts only while the connector or the task it names is still FAILED."""
-        if not _failure_trigger(decision):
+        if not decision.from_failure:
             return None
         try:
             state = await self._reads.read(
@@ -379,12 +380,12 @@ class Remediator:
         tasks = ", ".join(f"{t.id}={t.state}" for t in state.tasks) or "none"
         return f"{decision.connector} is no longer failing (connector {state.state}, tasks {tasks})"
 
-    async def _trip_breaker(self, decisions: Sequence[Decision]) -> ControlState:
+    async def _trip_breaker(self, decisions: Sequence[Firing]) -> ControlState:
         """Open the connector's breaker if one of these failures came soon after a skip; the
         guard state as read now (and written, if it tripped)."""
         state = await self.control.acatch_up()
         for decision in decisions:
-            trips = _failure_trigger(decision) and open_breaker_if_recent_skip(
+            trips = decision.from_failure and open_breaker_if_recent_skip(
                 state,
                 self.settings,
                 decision.connect_cluster,
@@ -526,17 +527,11 @@ async def call_again(
     return await retry_call(call, delays_s, before_retry=said, sleep=sleep)
 
 
-def _failure_trigger(decision: Decision) -> bool:
-    """Decisions caused by a failure (a FAILED status or a DLQ record) can trip the breaker."""
-    trigger = decision.inputs.trigger
-    return trigger.kind == "dlq_record" or trigger.state == "FAILED"
-
-
 @dataclass(frozen=True)
 class _BreakerCheck:
     """Suppressed failures of one connector that may open its breaker (`note_suppressed`)."""
 
-    failures: Sequence[Decision]
+    failures: Sequence[Firing]
 
     @property
     def connect_cluster(self) -> str:

@@ -9,6 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from offsetd.engine import ConnectorState, Decision
+from offsetd.engine.decide import decide_firings
+from offsetd.engine.decision import Suppression
 from offsetd.engine.tally import fold_suppressed, tally_record
 from tests.unit.engine.test_engine_decide import MIN, SEC, Feed, rules
 
@@ -170,3 +172,46 @@ def test_an_inhibition_that_ends_within_the_frame_keeps_its_incident() -> None:
     [skip], [held] = fold_suppressed(feed.state, made, WINDOW)
     assert (held["rule"], held["reason"], held["count"]) == ("restart", "inhibited", 3)
     assert held["incident"] == skip.id
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 10_000), events=st.integers(1, 300), batch=st.integers(1, 70))
+def test_the_daemons_light_firings_fold_into_exactly_the_same_audit(
+    seed: int, events: int, batch: int
+) -> None:
+    """`decide_firings` (the daemon: suppressed firings as light `Suppression`s) and `decide`
+    (rule tests, the per-record pipeline: every firing a `Decision`) leave the same state and
+    write the same audit: planned decisions, tally records (ids, counts, first and last)."""
+    rng = random.Random(seed)  # noqa: S311 (a reproducible mix, not a secret)
+    feed = Feed(storm_rules())
+    light_state = ConnectorState()
+    full: list[Any] = []
+    light: list[Any] = []
+    t = 0
+    for i in range(events):
+        t += rng.choice(STEPS)
+        draw = rng.random()
+        if draw < 0.6:
+            event: Any = feed.dlq(t, record_offset=rng.randrange(20))
+        elif draw < 0.9:
+            event = feed.task(t)
+        else:
+            event = feed.connector(t, "STOPPED" if draw < 0.95 else "RUNNING")
+        now = t + rng.choice((0, 0, 30 * SEC))
+        full += feed.feed(event, now=now)
+        light += decide_firings(light_state, event, feed.rules, feed.meta, now)
+        if (i + 1) % batch == 0 or i == events - 1:
+            assert [(d.rule, d.outcome, d.reason, d.id) for d in light] == [
+                (d.rule, d.outcome, d.reason, d.id) for d in full
+            ]
+            assert any(isinstance(d, Suppression) for d in light) or not any(
+                d.outcome == "suppressed" and d.reason != "inhibited" for d in full
+            )
+            planned_full, tallies_full = fold_suppressed(feed.state, full, WINDOW)
+            planned_light, tallies_light = fold_suppressed(light_state, light, WINDOW)
+            assert planned_light == planned_full
+            assert [tally_record(light_state, x, WINDOW) for x in tallies_light] == [
+                tally_record(feed.state, x, WINDOW) for x in tallies_full
+            ]
+            assert light_state.to_json() == feed.state.to_json()
+            full, light = [], []
