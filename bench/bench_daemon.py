@@ -58,9 +58,10 @@ from confluent_kafka.cimpl import NewTopic
 from ruamel.yaml import YAML
 
 from offsetd.audit import AuditLog
-from offsetd.engine import ConnectorMeta, ConnectorState, Decision, decide
+from offsetd.engine import ConnectorMeta, ConnectorState, Decision
 from offsetd.engine.batch import decide_batch
 from offsetd.engine.cache import StateCache
+from offsetd.engine.decide import decide_firings
 from offsetd.engine.decision import Firing
 from offsetd.engine.tally import DEFAULT_WINDOW_MS, fold_suppressed, tally_record
 from offsetd.events.decode import Malformed, RawRecord, raw_record
@@ -832,11 +833,12 @@ class Pipeline:
             return None
 
     def decide(self, state: ConnectorState, event: Any) -> ConnectorState:
-        """The engine, with now = the event's time: as if tailing live (never stale)."""
+        """The engine as the daemon runs it (`decide_firings`: suppressed firings light), with
+        now = the event's time: as if tailing live (never stale)."""
         self.events += 1
         meta = self.metas.get(event.connector)
         now = event.source.timestamp_ms
-        state, decisions = decide(state, event, self.rules, meta, now, on_match=self.count_match)
+        decisions = decide_firings(state, event, self.rules, meta, now, self.count_match)
         for decision in decisions:
             self.decisions[f"{decision.rule}:{decision.outcome}"] += 1
         return state
@@ -1176,8 +1178,8 @@ def _app_path(
         events_name,
         group_id=f"{app.conf.id}-ingest",
         on_batch=started,
-        # diagnostics only: the frames' compression (the app uses the default, gzip)
-        compression=os.environ.get("BENCH_INGEST_COMPRESSION", "gzip"),
+        # diagnostics only: the frames' compression (the app uses the default, lz4)
+        compression=os.environ.get("BENCH_INGEST_COMPRESSION", "lz4"),
     )
 
     ensure_events_topic(conf, events_name, PARTITIONS, 1)  # before faust subscribes to it

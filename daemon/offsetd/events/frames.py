@@ -13,7 +13,9 @@ and runs the real decoders. Why not events:
   but the decoder rejects is counted as malformed on the decide side, with its coordinates.
 
 A DLQ record is framed with its `__connect.errors.*` headers only (the decoder reads nothing
-else: the failing record's payload is not ours to copy around).
+else: the failing record's payload is not ours to copy around), and its stack trace header with
+its first `TRACE_HEAD_CHARS` characters only: all the decoder reads of it (`trace_head`). Connect's
+traces run to 8 KB and more; in a DLQ storm they were most of the bytes the daemon moved.
 
 Format (version 1, big-endian): `b"\\x01"`, u16 topic count, then each topic (u16 length, UTF-8),
 then per record: u16 topic index, i32 partition, i64 offset, i64 timestamp, i32 key length,
@@ -35,8 +37,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from offsetd.events.decode import Malformed, RawRecord, excerpt, malformed, utf8
-from offsetd.events.dlq import DLQ_HEADER_PREFIX
-from offsetd.events.models import owner_key
+from offsetd.events.dlq import DLQ_HEADER_PREFIX, H_STACKTRACE
+from offsetd.events.models import TRACE_HEAD_CHARS, owner_key
 
 __all__ = [
     "FRAME_VERSION",
@@ -156,7 +158,11 @@ def encode_record(raw: RawRecord, *, dlq: bool = False) -> bytes:
     key, value, headers = raw.key, raw.value, raw.headers
     if dlq:
         key = value = None
-        headers = tuple(h for h in headers if h[0].startswith(DLQ_HEADER_PREFIX))
+        headers = tuple(
+            (name, _trace_head(data)) if name == H_STACKTRACE else (name, data)
+            for name, data in headers
+            if name.startswith(DLQ_HEADER_PREFIX)
+        )
     parts = [
         _REST.pack(
             raw.partition,
@@ -183,6 +189,19 @@ def encode_record(raw: RawRecord, *, dlq: bool = False) -> bytes:
         if data:
             parts.append(data)
     return b"".join(parts)
+
+
+def _trace_head(data: bytes | None) -> bytes | None:
+    """A stack trace header cut to its first `TRACE_HEAD_CHARS` characters (whole if shorter;
+    as it is if it is not UTF-8: the decoder reports that)."""
+    if data is None or len(data) <= TRACE_HEAD_CHARS:
+        return data
+    if data.isascii():
+        return data[:TRACE_HEAD_CHARS]
+    try:
+        return data.decode()[:TRACE_HEAD_CHARS].encode()
+    except UnicodeDecodeError:
+        return data
 
 
 def framed_size(raw: RawRecord, *, dlq: bool = False) -> int:

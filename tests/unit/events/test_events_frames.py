@@ -20,7 +20,7 @@ from offsetd.events.frames import (
     route_offsets,
     route_status,
 )
-from offsetd.events.models import owner_key
+from offsetd.events.models import TRACE_HEAD_CHARS, owner_key
 from offsetd.events.offsets import decode_offsets
 from offsetd.events.status import decode_status
 from tests.unit.events.test_events_decode import fixture
@@ -117,3 +117,40 @@ _bytes = st.none() | st.binary(max_size=64)
 )
 def test_frames_round_trip(records: list[RawRecord]) -> None:
     assert decode_frame(encode_frame(records)) == records
+
+
+@pytest.mark.parametrize(
+    "trace",
+    [
+        "org.example.Boom: bad\n" + "\tat org.example.Frame.run(Frame.java:1)\n" * 400,  # 16 KB
+        "org.example.Boom: ünïcödé\n" + "\tat org.example.Främé.run(Frame.java:1)\n" * 400,
+        "org.example.Boom: short\n\tat org.example.Frame.run(Frame.java:1)\n",
+    ],
+    ids=["ascii", "multi-byte", "short"],
+)
+def test_a_dlq_frame_carries_the_trace_head_the_decoder_reads(trace: str) -> None:
+    """The stack trace header travels cut to TRACE_HEAD_CHARS characters (never mid-character):
+    the decoded error, trace head included, is the one the whole record gives."""
+    raw = fixture("dlq_with_context")
+    name = DLQ_HEADER_PREFIX + "exception.stacktrace"
+    raw = dataclasses.replace(
+        raw,
+        headers=(*((n, v) for n, v in raw.headers if n != name), (name, trace.encode())),
+    )
+    (back,) = decode_frame(encode_frame([raw], dlq_topics=frozenset({raw.topic})))
+    whole, framed = decode_dlq("west", raw), decode_dlq("west", back)
+    assert framed.error == whole.error
+    assert framed.error.trace_head == trace[:TRACE_HEAD_CHARS]
+    assert framed.headers[name] == trace[:TRACE_HEAD_CHARS]
+    assert framed.model_copy(update={"headers": whole.headers}) == whole
+
+
+def test_a_trace_header_that_is_not_utf8_travels_as_it_is() -> None:
+    raw = fixture("dlq_with_context")
+    name = DLQ_HEADER_PREFIX + "exception.stacktrace"
+    bad = b"\xff" * (TRACE_HEAD_CHARS + 10)
+    raw = dataclasses.replace(raw, headers=(*raw.headers, (name, bad)))
+    (back,) = decode_frame(encode_frame([raw], dlq_topics=frozenset({raw.topic})))
+    assert dict(back.headers)[name] == bad
+    with pytest.raises(Malformed, match="UTF-8"):
+        decode_dlq("west", back)
