@@ -72,7 +72,9 @@ def daemon_config(stack: StackInfo, tmp_path: Path) -> tuple[Path, dict[str, Any
     return path, data
 
 
-def dlq_record(connector: str, trace: str) -> list[tuple[str, str | bytes | None]]:
+def dlq_record(
+    connector: str, trace: str, message: str = "Converting byte[] to Kafka Connect data failed"
+) -> list[tuple[str, str | bytes | None]]:
     """The context headers Connect writes with a failing record (no payload needed here)."""
     return [
         (PREFIX + "topic", b"orders"),
@@ -83,7 +85,7 @@ def dlq_record(connector: str, trace: str) -> list[tuple[str, str | bytes | None
         (PREFIX + "stage", b"VALUE_CONVERTER"),
         (PREFIX + "class.name", b"org.apache.kafka.connect.json.JsonConverter"),
         (PREFIX + "exception.class.name", b"org.apache.kafka.connect.errors.DataException"),
-        (PREFIX + "exception.message", b"Converting byte[] to Kafka Connect data failed"),
+        (PREFIX + "exception.message", message.encode()),
         (PREFIX + "exception.stacktrace", trace.encode()),
     ]
 
@@ -152,17 +154,19 @@ def test_a_record_too_large_for_any_frame_is_skipped_and_the_stream_goes_on(
     )
     created[dlq].result(timeout=30)
     tag = unique("c")
-    too_large, large, after, later = (
-        f"{name}-{tag}" for name in ("huge", "large", "after", "later")
+    too_large, large, after, later, long_trace = (
+        f"{name}-{tag}" for name in ("huge", "large", "after", "later", "long")
     )
-    # 9 MB of trace lines: over the internal topic's 8 MiB once framed, tiny once compressed
-    line = f"\tat org.example.{MARKER}.Converter.convert(Converter.java:1)\n"
-    huge_trace = "org.apache.kafka.connect.errors.DataException: boom\n" + line * (
+    # 9 MB of message: over the internal topic's 8 MiB once framed, tiny once compressed
+    line = f"at org.example.{MARKER}.Converter.convert(Converter.java:1); "
+    huge_message = "boom: " + line * (9_000_000 // len(line))
+    # 1.5 MB that no codec can shrink below 1 MB: the old producer limit refused its frame
+    large_message = "boom: " + base64.b64encode(os.urandom(1_125_000)).decode()
+    # 9 MB of trace: travels as the 4096 characters rules read, so it is decided like any other
+    huge_trace = "org.apache.kafka.connect.errors.DataException: boom\n" + ("\t" + line + "\n") * (
         9_000_000 // len(line)
     )
-    # 1.5 MB that gzip cannot shrink below 1 MB: the old producer limit refused its frame
-    noise = base64.b64encode(os.urandom(1_125_000)).decode()
-    large_trace = f"org.apache.kafka.connect.errors.DataException: boom\n\tat {noise}\n"
+    plain = "org.apache.kafka.connect.errors.DataException: boom"
     daemon = Daemon(config, tmp_path / "daemon.log", data["daemon"]["web_port"])
     daemon.start()
     try:
@@ -170,14 +174,15 @@ def test_a_record_too_large_for_any_frame_is_skipped_and_the_stream_goes_on(
             west,
             dlq,
             [
-                (b"v", dlq_record(too_large, huge_trace)),
-                (b"v", dlq_record(large, large_trace)),
+                (b"v", dlq_record(too_large, plain, message=huge_message)),
+                (b"v", dlq_record(large, plain, message=large_message)),
                 (b"v", dlq_record(after, "org.apache.kafka.connect.errors.DataException: x")),
+                (b"v", dlq_record(long_trace, huge_trace)),
             ],
         )
         wait_for(
-            "decisions for the large and the normal record",
-            lambda: {large, after} <= set(_notes(west, audit_topic)),
+            "decisions for the large, the normal and the long-trace record",
+            lambda: {large, after, long_trace} <= set(_notes(west, audit_topic)),
             timeout_s=120,
         )
         assert daemon.proc is not None
@@ -192,6 +197,7 @@ def test_a_record_too_large_for_any_frame_is_skipped_and_the_stream_goes_on(
         assert notes[large]["inputs"]["trigger"]["kind"] == "dlq_record"
         assert notes[large]["inputs"]["events"][0]["offset"] == offsets[1]
         assert notes[after]["inputs"]["events"][0]["offset"] == offsets[2]
+        assert notes[long_trace]["inputs"]["events"][0]["offset"] == offsets[3]
         assert notes[later]["inputs"]["events"][0]["offset"] == later_offset
         # Counted once as malformed, on its topic; logged with coordinates and size only.
         assert daemon.metric("offsetd_malformed_records_total", topic=dlq) == 1.0
@@ -204,7 +210,7 @@ def test_a_record_too_large_for_any_frame_is_skipped_and_the_stream_goes_on(
         size = int(found.group(1))
         assert size > 9_000_000
         assert MARKER not in log
-        assert noise[:64] not in log
+        assert large_message[6:70] not in log
         assert "the ingest stopped" not in log
         # Its offset was committed in order with the others: the stream moved past it.
         wait_for(
