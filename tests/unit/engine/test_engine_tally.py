@@ -50,6 +50,17 @@ def latest_versions(written: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
 STEPS = (1, 50, 500, 5 * SEC, 40 * SEC, 3 * MIN)
 
 
+def random_event(feed: Feed, rng: random.Random, t: int) -> Any:
+    """A DLQ record (60 %), a FAILED task status (30 %), or the connector STOPPED or RUNNING
+    (which ends an inhibition early, mid-frame)."""
+    draw = rng.random()
+    if draw < 0.6:
+        return feed.dlq(t, record_offset=rng.randrange(20))
+    if draw < 0.9:
+        return feed.task(t)
+    return feed.connector(t, "STOPPED" if draw < 0.95 else "RUNNING")
+
+
 def run_storm(
     seed: int, events: int, batch: int, steps: tuple[int, ...] = STEPS
 ) -> tuple[list[Decision], list[Decision], Any]:
@@ -64,13 +75,7 @@ def run_storm(
     pending: list[Decision] = []
     for i in range(events):
         t += rng.choice(steps)
-        draw = rng.random()
-        if draw < 0.6:
-            event: Any = feed.dlq(t, record_offset=rng.randrange(20))
-        elif draw < 0.9:
-            event = feed.task(t)
-        else:  # STOPPED then RUNNING ends an inhibition early, mid-frame
-            event = feed.connector(t, "STOPPED" if draw < 0.95 else "RUNNING")
+        event = random_event(feed, rng, t)
         pending += feed.feed(event)
         if (i + 1) % batch == 0 or i == events - 1:
             made += pending
@@ -190,13 +195,7 @@ def test_the_daemons_light_firings_fold_into_exactly_the_same_audit(
     t = 0
     for i in range(events):
         t += rng.choice(STEPS)
-        draw = rng.random()
-        if draw < 0.6:
-            event: Any = feed.dlq(t, record_offset=rng.randrange(20))
-        elif draw < 0.9:
-            event = feed.task(t)
-        else:
-            event = feed.connector(t, "STOPPED" if draw < 0.95 else "RUNNING")
+        event = random_event(feed, rng, t)
         now = t + rng.choice((0, 0, 30 * SEC))
         full += feed.feed(event, now=now)
         light += decide_firings(light_state, event, feed.rules, feed.meta, now)
