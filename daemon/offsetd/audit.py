@@ -1,11 +1,11 @@
 """The audit topic: one JSON record per decision, keyed by its id (suppressed ones counted).
 
 The topic is compacted and every decision id is deterministic, so a decision written twice (a
-replay after a crash) collapses to one record, and the writer also skips ids it has seen. Writes
-are awaited until fully acknowledged (acks=all), so a decision is in the audit before the daemon
-moves on. Suppressed decisions are not written one by one: their tally (`offsetd.engine.tally`:
-one per rule, connector, reason, incident and window) is written again under its id as its count
-grows, and compaction keeps the latest count.
+replay after a crash) collapses to one record, and the writer also skips ids it has seen.
+Decisions are written with a wait until fully acknowledged (acks=all), so a planned decision is
+in the audit before anything acts on it. Suppressed decisions are not written one by one: their
+tally (`offsetd.engine.tally`: one per rule, connector, reason, incident and window) is written
+again under its id as its count grows, and compaction keeps the latest count.
 
 A frame that only changed tallies does not wait (`write_soon`): nothing acts on a tally, its
 truth is the count in the connector's durable state, and an awaited write per frame made the
