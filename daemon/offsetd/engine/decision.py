@@ -9,7 +9,8 @@ source coordinates, the same on every replay of the same records.
 from __future__ import annotations
 
 import hashlib
-from typing import Any, Literal
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict
 
@@ -167,6 +168,7 @@ def decision_id(
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
+@dataclass(slots=True, kw_only=True, eq=False)
 class Suppression:
     """A firing that cooldown, budget or `enabled: false` suppressed, as the daemon keeps it:
     only what its tally (`engine.tally`) and the breaker read.
@@ -178,59 +180,23 @@ class Suppression:
     (`decide_firings`). Held (`inhibited`) firings stay `Decision`s: they are planned again.
     """
 
-    __slots__ = (
-        "_id",
-        "action_types",
-        "connect_cluster",
-        "connector",
-        "decided_at_ms",
-        "detail",
-        "event_time_ms",
-        "from_failure",
-        "key",
-        "mode",
-        "reason",
-        "record_text",
-        "rule",
-        "task_id",
-        "trigger_source",
-    )
-    outcome: Outcome = "suppressed"
-    inhibited_by: str | None = None
-
-    def __init__(
-        self,
-        *,
-        rule: str,
-        mode: Mode,
-        connect_cluster: str,
-        connector: str,
-        task_id: int | None,
-        key: str,
-        action_types: list[str],
-        reason: Reason,
-        detail: str | None,
-        event_time_ms: int,
-        decided_at_ms: int,
-        trigger_source: SourceRecord,
-        record_text: str | None,
-        from_failure: bool,
-    ) -> None:
-        self._id: str | None = None
-        self.rule = rule
-        self.mode = mode
-        self.connect_cluster = connect_cluster
-        self.connector = connector
-        self.task_id = task_id
-        self.key = key
-        self.action_types = action_types
-        self.reason: Reason | None = reason
-        self.detail = detail
-        self.event_time_ms = event_time_ms
-        self.decided_at_ms = decided_at_ms
-        self.trigger_source = trigger_source
-        self.record_text = record_text
-        self.from_failure = from_failure
+    rule: str
+    mode: Mode
+    connect_cluster: str
+    connector: str
+    task_id: int | None
+    key: str
+    action_types: list[str]
+    reason: Reason | None
+    detail: str | None
+    event_time_ms: int
+    decided_at_ms: int
+    trigger_source: SourceRecord
+    record_text: str | None
+    from_failure: bool
+    _id: str | None = field(default=None, init=False, repr=False)
+    outcome: ClassVar[Outcome] = "suppressed"
+    inhibited_by: ClassVar[str | None] = None
 
     @property
     def id(self) -> str:

@@ -244,48 +244,29 @@ def plan_frames(
     Each record is encoded here, once (`encode_record`): `encode_frame(..., encoded=)` joins them.
     """
     max_frame_bytes = min(max_frame_bytes, max_record_bytes)
-    plan = _PlanBuilder(max_frame_bytes)
-    too_large = plan.plan.too_large
-    index_size = _U16.size
+    plan = FramePlan()
+    # owner -> (records, their encodings, [bytes so far])
+    groups: dict[str, tuple[list[RawRecord], list[bytes], list[int]]] = {}
     for owner, raw in routed:
         chunk = encode_record(raw, dlq=raw.topic in dlq_topics)
-        size = index_size + len(chunk)
+        size = _U16.size + len(chunk)
         if size > max_record_bytes:
-            too_large.append((raw, size))
+            plan.too_large.append((raw, size))
             continue
-        plan.add(owner, raw, chunk, size)
-    return plan.done()
-
-
-class _PlanBuilder:
-    """Frames per owner, in order: a full frame is closed, the next one started."""
-
-    def __init__(self, max_frame_bytes: int) -> None:
-        self.plan = FramePlan()
-        self.max_frame_bytes = max_frame_bytes
-        # owner -> (records, their encodings, [bytes so far])
-        self.groups: dict[str, tuple[list[RawRecord], list[bytes], list[int]]] = {}
-
-    def add(self, owner: str, raw: RawRecord, chunk: bytes, size: int) -> None:
-        group = self.groups.get(owner)
+        group = groups.get(owner)
         if group is None:
-            self.groups[owner] = group = ([], [], [0])
-        elif group[2][0] + size > self.max_frame_bytes:
-            self._close(owner, group)  # full: send it, start the next one
-            self.groups[owner] = group = ([], [], [0])
+            groups[owner] = group = ([], [], [0])
+        elif group[2][0] + size > max_frame_bytes:
+            plan.frames.append((owner, group[0]))  # full: send it, start the next one
+            plan.encoded.append(group[1])
+            groups[owner] = group = ([], [], [0])
         group[0].append(raw)
         group[1].append(chunk)
         group[2][0] += size
-
-    def done(self) -> FramePlan:
-        for owner, group in self.groups.items():
-            self._close(owner, group)
-        self.groups = {}
-        return self.plan
-
-    def _close(self, owner: str, group: tuple[list[RawRecord], list[bytes], list[int]]) -> None:
-        self.plan.frames.append((owner, group[0]))
-        self.plan.encoded.append(group[1])
+    for owner, (records, encoded, _) in groups.items():
+        plan.frames.append((owner, records))
+        plan.encoded.append(encoded)
+    return plan
 
 
 def decode_frame(data: bytes) -> list[RawRecord]:
