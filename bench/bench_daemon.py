@@ -43,6 +43,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from collections import Counter
@@ -926,6 +927,106 @@ def bare(conf: dict[str, str], rules_dir: Path, prefix: int) -> Result:
     return consume_loop(conf, None, prefix, whole=True)
 
 
+HOP_BLOB_BYTES = 1 << 20  # as the ingest's largest frame
+TRACE_HEAD_BYTES = 4096  # about what a frame keeps of a DLQ stack trace header
+
+
+def hop_floor(conf: dict[str, str], rules_dir: Path, prefix: int) -> Result:
+    """(h): the floor of the daemon's hop, whatever decides behind it. (a)'s loop, plus each
+    record's bytes as a frame carries them (a status record's key and value; a DLQ record's
+    `__connect.errors.*` headers, its stack trace cut) joined into blobs of up to 1 MiB per
+    source partition and sent as the ingest sends frames (lz4, acks=all, idempotent, linger 5
+    ms) to a fresh 8-partition topic, which a second confluent consumer (C, not faust) reads
+    back, counting records. Timed from the first record read to the last one read back. No
+    routing, no per-record encoding in Python beyond the join, nothing decoded or decided: no
+    real path through the hop can be faster than this on the same machine and broker."""
+    hop = f"bench-daemon-hop-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient(dict(conf))
+    admin.create_topics([NewTopic(hop, PARTITIONS, 1)])[hop].result()
+    producer = Producer(
+        {
+            **conf,
+            "acks": "all",
+            "enable.idempotence": True,
+            "linger.ms": 5,
+            "compression.type": "lz4",
+            "message.max.bytes": 4 * HOP_BLOB_BYTES,
+        }
+    )
+    back = {"records": 0, "last": 0.0}
+
+    def read_back() -> None:
+        consumer = Consumer(
+            {
+                **FETCH_TUNING,
+                **conf,
+                "group.id": f"{hop}-back",
+                "enable.auto.commit": False,
+            }
+        )
+        consumer.assign([TopicPartition(hop, p, OFFSET_BEGINNING) for p in range(PARTITIONS)])
+        deadline = time.monotonic() + 600
+        try:
+            while back["records"] < RECORDS and time.monotonic() < deadline:
+                for msg in consumer.consume(num_messages=1000, timeout=0.2):
+                    if msg.error() is None:
+                        back["records"] += int.from_bytes((msg.value() or b"")[:4], "big")
+                        back["last"] = time.perf_counter()
+        finally:
+            consumer.close()
+
+    reader = threading.Thread(target=read_back, daemon=True)
+    reader.start()
+    blobs: dict[int, list[bytes]] = {}
+    sizes: dict[int, int] = {}
+    counts: dict[int, int] = {}
+    first: list[float] = []
+
+    def send(partition: int) -> None:
+        parts = blobs.pop(partition)
+        producer.produce(
+            hop, counts.pop(partition).to_bytes(4, "big") + b"".join(parts), partition=partition
+        )
+        sizes.pop(partition)
+        producer.poll(0)
+
+    def handle(msg: Any) -> None:
+        if not first:
+            first.append(time.perf_counter())
+        partition = msg.partition()
+        parts = blobs.setdefault(partition, [])
+        headers = msg.headers()
+        size = 0
+        if headers and headers[0][0].startswith(DLQ_HEADER_PREFIX):
+            for name, data in headers:
+                if name.startswith(DLQ_HEADER_PREFIX):
+                    head = (data or b"")[:TRACE_HEAD_BYTES]
+                    parts.append(name.encode())
+                    parts.append(head)
+                    size += len(name) + len(head)
+        else:
+            key, value = msg.key() or b"", msg.value() or b""
+            parts.append(key)
+            parts.append(value)
+            size = len(key) + len(value)
+        sizes[partition] = sizes.get(partition, 0) + size + 32
+        counts[partition] = counts.get(partition, 0) + 1
+        if sizes[partition] >= HOP_BLOB_BYTES:
+            send(partition)
+
+    try:
+        result = consume_loop(conf, handle, prefix, whole=True)
+        for partition in list(blobs):
+            send(partition)
+        producer.flush(60)
+        reader.join(timeout=600)
+        assert back["records"] == result.records, f"read back {back['records']:,} records"
+        result.seconds = back["last"] - first[0]
+        return result
+    finally:
+        admin.delete_topics([hop], operation_timeout=30)
+
+
 def pipeline(conf: dict[str, str], rules_dir: Path, prefix: int) -> Result:
     """(b): parse -> match -> decide, the states as objects in a dict (the pure pipeline)."""
     pipe = Pipeline(load_rules(rules_dir))
@@ -1002,6 +1103,7 @@ FAUST_MODES = {
     "app-audit": "(f): (e) + the audit as app.py writes it: planned decisions and tallies of "
     "suppressed ones, AuditLog.write_many per frame",
     "app-audit-each": "(f1): (e) + every decision audited, one AuditLog.write per decision",
+    "app-relay": "diagnostic: (e)'s transport alone: ingest, frames, decode_frame, no decide",
 }
 
 
@@ -1093,7 +1195,8 @@ def faust_child(
         if stopping:
             return
         seconds = time.perf_counter() - progress["first"]
-        result = {"records": progress["count"], "seconds": seconds, "tally": pipe.tally()}
+        tally = None if mode == "app-relay" else pipe.tally()  # the relay decides nothing
+        result = {"records": progress["count"], "seconds": seconds, "tally": tally}
         for extra in ("error", "main_cpu", "ingest_cpu"):  # (e) only
             if progress.get(extra):
                 result[extra] = progress[extra]
@@ -1101,7 +1204,9 @@ def faust_child(
         stopping.append(asyncio.ensure_future(worker.stop()))
 
     if mode.startswith("app"):
-        audit = {"app": "", "app-audit": "many", "app-audit-each": "each"}[mode]
+        audit = {"app": "", "app-audit": "many", "app-audit-each": "each", "app-relay": "relay"}[
+            mode
+        ]
         _app_path(app, bootstrap, table, pipe, progress, total, finish, audit)
         worker.execute_from_commandline()
         return
@@ -1161,7 +1266,7 @@ def _app_path(
     )
     cache = StateCache(table)
     conf = {"bootstrap.servers": bootstrap}
-    log = AuditLog(conf, f"{app.conf.id}-audit") if audit else None
+    log = AuditLog(conf, f"{app.conf.id}-audit") if audit in ("many", "each") else None
     if log is not None:
         log.start()  # a fresh topic: nothing seen yet
 
@@ -1208,6 +1313,13 @@ def _app_path(
             if "main_cpu0" not in progress:
                 progress["main_cpu0"] = time.thread_time()
             records = decode_frame(value)
+            if audit == "relay":  # the transport alone: no state, no decision
+                progress["count"] += len(records)
+                if progress["count"] >= total:
+                    progress["main_cpu"] = time.thread_time() - progress["main_cpu0"]
+                    ingest.stop(0)
+                    finish()
+                continue
             state = cache.get(key)
             applied, decisions = decide_batch(
                 state,
@@ -1307,6 +1419,7 @@ Reader = Callable[[dict[str, str], Path, int], Result]
 READERS: dict[str, tuple[str, Reader]] = {
     "a": ("(a) bare consume loop", bare),
     "b": ("(b) pipeline, states in a dict", pipeline),
+    "h": ("(h) the hop alone: relay, no decide", hop_floor),
     "b2": ("(b2) pipeline, states as JSON", pipeline_json_state),
     "b3": ("(b3) b2, decoded states kept", pipeline_cached_state),
     "c": ("(c) faust events(), Table", faust_reader("events")),
@@ -1315,13 +1428,25 @@ READERS: dict[str, tuple[str, Reader]] = {
     "f": ("(f) (e) + audit, write_many per frame", faust_reader("app-audit", whole=True)),
     "f1": ("(f1) (e) + audit, write per decision", faust_reader("app-audit-each", whole=True)),
     # diagnostics, not run by default
+    "e-relay": (
+        "(e) ingest + frames + decode_frame, no decide",
+        faust_reader("app-relay", whole=True),
+    ),
     "c-cached": ("(c) + decoded states kept", faust_reader("events-cached")),
     "c-dict": ("faust events(), dict, no Table", faust_reader("events-dict")),
     "d-dict": ("faust take_events(), dict, no Table", faust_reader("take-dict")),
     "c-noop": ("faust events(), no work", faust_reader("events-noop")),
     "d-noop": ("faust take_events(), no work", faust_reader("take-noop")),
 }
-WHOLE = ("a", "b", "e", "f", "f1")  # read the whole topic; the others the first --faust-records
+WHOLE = (
+    "a",
+    "b",
+    "h",
+    "e",
+    "f",
+    "f1",
+    "e-relay",
+)  # read the whole topic; the others the first --faust-records
 
 
 def main() -> None:
