@@ -931,18 +931,28 @@ HOP_BLOB_BYTES = 1 << 20  # as the ingest's largest frame
 TRACE_HEAD_BYTES = 4096  # about what a frame keeps of a DLQ stack trace header
 
 
-def hop_floor(conf: dict[str, str], rules_dir: Path, prefix: int) -> Result:
-    """(h): the floor of the daemon's hop, whatever decides behind it. (a)'s loop, plus each
-    record's bytes as a frame carries them (a status record's key and value; a DLQ record's
-    `__connect.errors.*` headers, its stack trace cut) joined into blobs of up to 1 MiB per
-    source partition and sent as the ingest sends frames (lz4, acks=all, idempotent, linger 5
-    ms) to a fresh 8-partition topic, which a second confluent consumer (C, not faust) reads
-    back, counting records. Timed from the first record read to the last one read back. No
-    routing, no per-record encoding in Python beyond the join, nothing decoded or decided: no
-    real path through the hop can be faster than this on the same machine and broker."""
-    hop = f"bench-daemon-hop-{uuid.uuid4().hex[:8]}"
-    admin = AdminClient(dict(conf))
-    admin.create_topics([NewTopic(hop, PARTITIONS, 1)])[hop].result()
+def machine_ticks() -> tuple[int, int]:
+    """(busy, total) CPU ticks of the whole machine so far, from /proc/stat (Linux)."""
+    ticks = [int(t) for t in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    idle = ticks[3] + ticks[4]  # idle + iowait
+    return sum(ticks) - idle, sum(ticks)
+
+
+def busy_share(stat: list[tuple[int, int]]) -> str:
+    """How busy the machine's CPUs were between the two `machine_ticks` in `stat`."""
+    if len(stat) != 2:
+        return "?"
+    busy, total = (b - a for a, b in zip(stat[0], stat[1], strict=True))
+    return f"{busy / max(total, 1):.0%}"
+
+
+def relay_forward(conf: dict[str, str], hop: str, stat: list[tuple[int, int]]) -> Result:
+    """The sending half of (h) and (h-faust): (a)'s loop, plus each record's bytes as a frame
+    carries them (a status record's key and value; a DLQ record's `__connect.errors.*` headers,
+    its stack trace cut) joined into blobs of up to 1 MiB per source partition, each led by its
+    record count (4 bytes), sent as the ingest sends frames (lz4, acks=all, idempotent, linger 5
+    ms) to `hop`. No routing, no per-record encoding beyond the join. The result's `seconds`
+    are the perf_counter time of the first record read: the reading half ends the round."""
     producer = Producer(
         {
             **conf,
@@ -953,30 +963,6 @@ def hop_floor(conf: dict[str, str], rules_dir: Path, prefix: int) -> Result:
             "message.max.bytes": 4 * HOP_BLOB_BYTES,
         }
     )
-    back = {"records": 0, "last": 0.0}
-
-    def read_back() -> None:
-        consumer = Consumer(
-            {
-                **FETCH_TUNING,
-                **conf,
-                "group.id": f"{hop}-back",
-                "enable.auto.commit": False,
-            }
-        )
-        consumer.assign([TopicPartition(hop, p, OFFSET_BEGINNING) for p in range(PARTITIONS)])
-        deadline = time.monotonic() + 600
-        try:
-            while back["records"] < RECORDS and time.monotonic() < deadline:
-                for msg in consumer.consume(num_messages=1000, timeout=0.2):
-                    if msg.error() is None:
-                        back["records"] += int.from_bytes((msg.value() or b"")[:4], "big")
-                        back["last"] = time.perf_counter()
-        finally:
-            consumer.close()
-
-    reader = threading.Thread(target=read_back, daemon=True)
-    reader.start()
     blobs: dict[int, list[bytes]] = {}
     sizes: dict[int, int] = {}
     counts: dict[int, int] = {}
@@ -984,15 +970,15 @@ def hop_floor(conf: dict[str, str], rules_dir: Path, prefix: int) -> Result:
 
     def send(partition: int) -> None:
         parts = blobs.pop(partition)
-        producer.produce(
-            hop, counts.pop(partition).to_bytes(4, "big") + b"".join(parts), partition=partition
-        )
+        count = counts.pop(partition).to_bytes(4, "big")
+        producer.produce(hop, count + b"".join(parts), partition=partition)
         sizes.pop(partition)
         producer.poll(0)
 
     def handle(msg: Any) -> None:
         if not first:
             first.append(time.perf_counter())
+            stat.append(machine_ticks())
         partition = msg.partition()
         parts = blobs.setdefault(partition, [])
         headers = msg.headers()
@@ -1014,14 +1000,49 @@ def hop_floor(conf: dict[str, str], rules_dir: Path, prefix: int) -> Result:
         if sizes[partition] >= HOP_BLOB_BYTES:
             send(partition)
 
+    result = consume_loop(conf, handle, RECORDS, whole=True)
+    for partition in list(blobs):
+        send(partition)
+    producer.flush(60)
+    result.seconds = first[0]
+    return result
+
+
+def hop_floor(conf: dict[str, str], rules_dir: Path, prefix: int) -> Result:
+    """(h): the floor of the daemon's hop, whatever decides behind it: `relay_forward` to a
+    fresh 8-partition topic, which a second confluent consumer (C, not faust) reads back,
+    counting records. Timed from the first record read to the last one read back. Nothing is
+    routed, decoded or decided: no path through the hop can be faster on the same machine and
+    broker. (h-faust) reads it back with faust instead, as the daemon does."""
+    hop = f"bench-daemon-hop-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient(dict(conf))
+    admin.create_topics([NewTopic(hop, PARTITIONS, 1)])[hop].result()
+    back = {"records": 0, "last": 0.0}
+    stat: list[tuple[int, int]] = []  # the machine's (busy, total) CPU ticks: first, last record
+
+    def read_back() -> None:
+        consumer = Consumer({**FETCH_TUNING, **conf, "group.id": f"{hop}-back"})
+        consumer.assign([TopicPartition(hop, p, OFFSET_BEGINNING) for p in range(PARTITIONS)])
+        deadline = time.monotonic() + 600
+        try:
+            while back["records"] < RECORDS and time.monotonic() < deadline:
+                for msg in consumer.consume(num_messages=1000, timeout=0.2):
+                    if msg.error() is None:
+                        back["records"] += int.from_bytes((msg.value() or b"")[:4], "big")
+                        back["last"] = time.perf_counter()
+                        if back["records"] >= RECORDS:
+                            stat.append(machine_ticks())
+        finally:
+            consumer.close()
+
+    reader = threading.Thread(target=read_back, daemon=True)
+    reader.start()
     try:
-        result = consume_loop(conf, handle, prefix, whole=True)
-        for partition in list(blobs):
-            send(partition)
-        producer.flush(60)
+        result = relay_forward(conf, hop, stat)
         reader.join(timeout=600)
         assert back["records"] == result.records, f"read back {back['records']:,} records"
-        result.seconds = back["last"] - first[0]
+        result.seconds = back["last"] - result.seconds
+        print(f"           (h) the machine's CPUs were {busy_share(stat)} busy")
         return result
     finally:
         admin.delete_topics([hop], operation_timeout=30)
@@ -1104,6 +1125,7 @@ FAUST_MODES = {
     "suppressed ones, AuditLog.write_many per frame",
     "app-audit-each": "(f1): (e) + every decision audited, one AuditLog.write per decision",
     "app-relay": "diagnostic: (e)'s transport alone: ingest, frames, decode_frame, no decide",
+    "hop-faust": "(h-faust): (h)'s relay, read back by a faust agent counting records",
 }
 
 
@@ -1195,13 +1217,18 @@ def faust_child(
         if stopping:
             return
         seconds = time.perf_counter() - progress["first"]
-        tally = None if mode == "app-relay" else pipe.tally()  # the relay decides nothing
+        tally = None if mode in ("app-relay", "hop-faust") else pipe.tally()  # nothing decided
         result = {"records": progress["count"], "seconds": seconds, "tally": tally}
-        for extra in ("error", "main_cpu", "ingest_cpu"):  # (e) only
+        for extra in ("error", "main_cpu", "ingest_cpu", "busy"):  # (e), (h-faust) only
             if progress.get(extra):
                 result[extra] = progress[extra]
         result_file.write_text(json.dumps(result))
         stopping.append(asyncio.ensure_future(worker.stop()))
+
+    if mode == "hop-faust":
+        _hop_faust(app, bootstrap, progress, total, finish)
+        worker.execute_from_commandline()
+        return
 
     if mode.startswith("app"):
         audit = {"app": "", "app-audit": "many", "app-audit-each": "each", "app-relay": "relay"}[
@@ -1227,6 +1254,47 @@ def faust_child(
                     finish()
 
     worker.execute_from_commandline()
+
+
+def _hop_faust(
+    app: Any, bootstrap: str, progress: dict[str, Any], total: int, finish: Callable[[], None]
+) -> None:
+    """(h-faust): (h)'s relay in a thread of this worker, into an internal topic that a faust
+    agent reads as app.py's agent does (`stream.items()`), counting records, decoding nothing:
+    the floor of the daemon's hop with faust on the reading side."""
+    hop = f"{app.conf.id}-events"
+    events = app.topic(
+        hop,
+        partitions=PARTITIONS,
+        internal=True,
+        key_type=bytes,
+        value_type=bytes,
+        key_serializer="raw",
+        value_serializer="raw",
+    )
+    conf = {"bootstrap.servers": bootstrap}
+    ensure_events_topic(conf, hop, PARTITIONS, 1)
+    stat: list[tuple[int, int]] = []
+    sent: list[Result] = []
+
+    @app.task  # type: ignore[untyped-decorator]
+    async def relay() -> None:
+        sent.append(await asyncio.to_thread(relay_forward, conf, hop, stat))
+
+    @app.agent(events)  # type: ignore[untyped-decorator]
+    async def count(stream: Any) -> None:
+        async for _key, value in stream.items():
+            if "main_cpu0" not in progress:
+                progress["main_cpu0"] = time.thread_time()
+            progress["count"] += int.from_bytes(value[:4], "big")
+            if progress["count"] >= total:
+                progress["main_cpu"] = time.thread_time() - progress["main_cpu0"]
+                stat.append(machine_ticks())
+                while not sent:  # the relay's first-record time starts the clock
+                    await asyncio.sleep(0.01)
+                progress["first"] = sent[0].seconds
+                progress["busy"] = busy_share(stat)
+                finish()
 
 
 def bench_route(cluster: str, raw: RawRecord) -> str:
@@ -1381,6 +1449,8 @@ def faust_round(conf: dict[str, str], rules_dir: Path, mode: str, limit: int) ->
     if data.get("error"):
         sys.exit(f"faust worker {app_id} failed: {data['error']}\n{log[-3000:]}")
     cpu = None
+    if data.get("busy"):
+        print(f"           (h-faust) the machine's CPUs were {data['busy']} busy")
     if data.get("main_cpu"):  # (e): CPU per record of its two threads (faust's, the ingest's)
         per = 1e6 / data["records"]
         cpu = data["main_cpu"] + data.get("ingest_cpu", 0)
@@ -1420,6 +1490,7 @@ READERS: dict[str, tuple[str, Reader]] = {
     "a": ("(a) bare consume loop", bare),
     "b": ("(b) pipeline, states in a dict", pipeline),
     "h": ("(h) the hop alone: relay, no decide", hop_floor),
+    "h-faust": ("(h-faust) (h) read back by faust", faust_reader("hop-faust", whole=True)),
     "b2": ("(b2) pipeline, states as JSON", pipeline_json_state),
     "b3": ("(b3) b2, decoded states kept", pipeline_cached_state),
     "c": ("(c) faust events(), Table", faust_reader("events")),
@@ -1442,6 +1513,7 @@ WHOLE = (
     "a",
     "b",
     "h",
+    "h-faust",
     "e",
     "f",
     "f1",
