@@ -1042,6 +1042,7 @@ def hop_floor(conf: dict[str, str], rules_dir: Path, prefix: int) -> Result:
         reader.join(timeout=600)
         assert back["records"] == result.records, f"read back {back['records']:,} records"
         result.seconds = back["last"] - result.seconds
+        result.prefix_seconds = None  # whole topic only: no like-for-like prefix
         print(f"           (h) the machine's CPUs were {busy_share(stat)} busy")
         return result
     finally:
@@ -1454,10 +1455,8 @@ def faust_round(conf: dict[str, str], rules_dir: Path, mode: str, limit: int) ->
     if data.get("main_cpu"):  # (e): CPU per record of its two threads (faust's, the ingest's)
         per = 1e6 / data["records"]
         cpu = data["main_cpu"] + data.get("ingest_cpu", 0)
-        print(
-            f"           (e) CPU: faust thread {data['main_cpu'] * per:.1f} us/record, "
-            f"ingest thread {data.get('ingest_cpu', 0) * per:.1f} us/record"
-        )
+        ingest = f", ingest thread {data['ingest_cpu'] * per:.1f}" if "ingest_cpu" in data else ""
+        print(f"           CPU per record: faust thread {data['main_cpu'] * per:.1f} us{ingest}")
     return Result(data["records"], data["seconds"], data["tally"], cpu_seconds=cpu)
 
 
