@@ -22,6 +22,10 @@ Readers, interleaved, `--rounds` times each; records/s from the first record to 
 (e) the daemon's own path, whole topic: `offsetd.ingest.Ingest` (confluent-kafka, a thread)
     frames the records per connector and batch into an internal topic, a faust agent with a
     Table decides each frame as app.py does (`decode_frame`, `StateCache`, `decide_batch`).
+(f) (e) plus the audit as app.py writes it (planned decisions awaited, tallies not).
+The ceiling of that path (`--readers h,h-faust,e-relay`): (h) the hop alone, (a)'s loop relaying
+each record's frame bytes through a fresh topic read back by a C consumer, nothing decided;
+(h-faust) the same read back by a faust agent; e-relay (e) without decide.
 Faust runs at ~1-2k records/s here, so (b2), (c) and (d) read the first `--faust-records`
 (default 40,000) records; (b2) is the like-for-like reference for (c) and (d). Each faust round
 is a fresh worker process with its own app id; startup is not timed (first record to last), and
