@@ -1,4 +1,4 @@
-"""Benchmark: status and DLQ records/s through parse -> match (50 rules) -> decide, vs a bare loop.
+"""Benchmark: status and DLQ records/s through parse -> match (52 rules) -> decide, vs a bare loop.
 
     .venv/bin/python bench/bench_daemon.py --run-dir /tmp/bench-stack [--seed-failures]
     .venv/bin/python bench/bench_daemon.py --bootstrap 127.0.0.1:9092
@@ -654,7 +654,7 @@ def ensure_copy_topic(conf: dict[str, str], templates: Templates) -> None:
     )
 
 
-# -- 50 rules, loaded by the real loader ----------------------------------------------------------
+# -- 52 rules, loaded by the real loader ----------------------------------------------------------
 
 FAILED_KINDS = ["task_status", "connector_status"]
 
@@ -1261,22 +1261,28 @@ def faust_child(
     worker.execute_from_commandline()
 
 
+def _events_topic(app: Any, key_type: type) -> tuple[str, Any]:
+    """The round's internal topic, as app.py declares its own: raw keys and values."""
+    name = f"{app.conf.id}-events"
+    topic = app.topic(
+        name,
+        partitions=PARTITIONS,
+        internal=True,
+        key_type=key_type,
+        value_type=bytes,
+        key_serializer="raw",
+        value_serializer="raw",
+    )
+    return name, topic
+
+
 def _hop_faust(
     app: Any, bootstrap: str, progress: dict[str, Any], total: int, finish: Callable[[], None]
 ) -> None:
     """(h-faust): (h)'s relay in a thread of this worker, into an internal topic that a faust
     agent reads as app.py's agent does (`stream.items()`), counting records, decoding nothing:
     the floor of the daemon's hop with faust on the reading side."""
-    hop = f"{app.conf.id}-events"
-    events = app.topic(
-        hop,
-        partitions=PARTITIONS,
-        internal=True,
-        key_type=bytes,
-        value_type=bytes,
-        key_serializer="raw",
-        value_serializer="raw",
-    )
+    hop, events = _events_topic(app, bytes)
     conf = {"bootstrap.servers": bootstrap}
     ensure_events_topic(conf, hop, PARTITIONS, 1)
     stat: list[tuple[int, int]] = []
@@ -1327,16 +1333,7 @@ def _app_path(
     (f) adds what app.py does next: every decision's audit record, written to a fresh audit
     topic with `AuditLog.write_many` (one wait per frame, as `_decide_all`); (f1) writes them
     one at a time with `AuditLog.write` (one flush per decision, as app.py did before)."""
-    events_name = f"{app.conf.id}-events"
-    events = app.topic(
-        events_name,
-        partitions=PARTITIONS,
-        internal=True,
-        key_type=str,
-        value_type=bytes,
-        key_serializer="raw",
-        value_serializer="raw",
-    )
+    events_name, events = _events_topic(app, str)
     cache = StateCache(table)
     conf = {"bootstrap.servers": bootstrap}
     log = AuditLog(conf, f"{app.conf.id}-audit") if audit in ("many", "each") else None
@@ -1577,7 +1574,7 @@ def main() -> None:
     results: dict[str, list[Result]] = {key: [] for key, _, _ in chosen}
     with tempfile.TemporaryDirectory(prefix="bench-daemon-rules-") as folder:
         rules_dir = Path(folder)
-        write_rules(rules_dir)
+        rule_count = len(write_rules(rules_dir))
         started = time.monotonic()
         for round_ in range(args.rounds):
             for key, name, reader in chosen:
@@ -1590,14 +1587,15 @@ def main() -> None:
                     cpu = f"  ({result.cpu_seconds / result.records * 1e6:.1f} us CPU/record)"
                 print(f"  round {round_ + 1}: {name:<36} {result.rate:>9,.0f} records/s{cpu}")
         print(f"measured in {time.monotonic() - started:.0f} s")
-    report(results, prefix)
+    report(results, prefix, rule_count)
 
 
-def report(results: dict[str, list[Result]], prefix: int) -> None:
+def report(results: dict[str, list[Result]], prefix: int, rule_count: int) -> None:
     rounds = len(next(iter(results.values())))
     print(
-        f"\n{RECORDS:,} records ({PARTITIONS} partitions, {DLQ_SHARE:.0%} DLQ), 50 rules, "
-        f"{rounds} rounds, {os.cpu_count()} CPUs; records/s from the first record to the last."
+        f"\n{RECORDS:,} records ({PARTITIONS} partitions, {DLQ_SHARE:.0%} DLQ), "
+        f"{rule_count} rules, {rounds} rounds, {os.cpu_count()} CPUs; "
+        "records/s from the first record to the last."
     )
     base = [r.rate for r in results.get("a", [])]
     print(f"  {'reader':<36} {'records':>8} {'best':>9} {'median':>9} {'x (a)':>6} {'x (a)':>6}")
