@@ -3,7 +3,8 @@
 For each internal record, one connector's (`decide_frame`): a frame of raw records is decoded
 (malformed ones counted, logged, skipped), filtered by the deployment's scope, run through the
 engine on the connector's state, and its decisions written to the audit before the state is put
-back once per frame: planned decisions one record each, awaited, and suppressed ones counted into
+back once per frame: planned decisions one record each, awaited (and written again until the audit
+takes them: a frame given up would lose them), and suppressed ones counted into
 one record per rule, reason, incident and window (`engine.tally`), awaited with the planned ones
 of their frame and otherwise not (`AuditLog.write_soon`: a storm's frames must not each wait for
 the broker; after a start the tallies of every state are written once more, `rewrite_tallies`).
@@ -17,12 +18,14 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from itertools import chain, repeat
 from typing import Any, cast
 
 from offsetd.app.counters import EventCounters, LaterMetrics
 from offsetd.app.metadata import MetadataReader, Nudge
 from offsetd.app.wiring import Decoder, Wiring
+from offsetd.audit import AuditError
 from offsetd.engine import Decision
 from offsetd.engine.batch import decide_batch
 from offsetd.engine.cache import StateCache
@@ -37,16 +40,19 @@ from offsetd.engine.later import (
 )
 from offsetd.engine.state import ConnectorState
 from offsetd.engine.tally import fold_suppressed, tally_record
+from offsetd.errors import KafkaAccessDenied
 from offsetd.events.decode import Malformed, RawRecord
 from offsetd.events.frames import decode_frame, decode_nudge
 from offsetd.events.models import owner_key
 from offsetd.outcomes import PLANNED, suppressed_outcome
+from offsetd.retry import doubling, retry_call
 from offsetd.scope import scope_of, split_owner_key
 
 __all__ = ["FrameDecider"]
 
 log = logging.getLogger("offsetd")
 _CONNECTOR_STATUS = b"status-connector-"
+AUDIT_RETRY_MAX_S = 30.0
 
 
 class FrameDecider:
@@ -69,6 +75,12 @@ class FrameDecider:
         self.metadata = MetadataReader(wiring, nudge)
         self.sources: dict[str, tuple[str, Decoder]] = wiring.source_topics()
         self._tallies_rewritten: set[str] = set()  # keys whose tallies were written since start
+
+    @staticmethod
+    def audit_retry_delays() -> Iterator[float]:
+        """Pauses between writes of planned decisions the audit refused: 1 s doubling to 30 s,
+        then every 30 s, without end (see `decide_all`)."""
+        return chain(doubling(1.0, AUDIT_RETRY_MAX_S, 5), repeat(AUDIT_RETRY_MAX_S))
 
     # -- per record ------------------------------------------------------------------------------
 
@@ -278,23 +290,46 @@ class FrameDecider:
     async def decide_all(self, state: ConnectorState, decisions: Sequence[Firing]) -> None:
         """The one place decisions are written to the audit (and handed on from): a frame's
         planned decisions and the tallies its suppressed ones changed, in order, with one wait
-        for all their acknowledgements. The state must be put back afterwards (the tallies)."""
+        for all their acknowledgements. The state must be put back afterwards (the tallies).
+
+        The planned decisions are written until the audit takes them (`audit_retry_delays`,
+        every failure logged): the agent waits, its lag shows it, and nothing is lost when the
+        audit topic comes back. `offsetd_decisions_total` counts a frame's decisions once they
+        are written."""
         wiring, metrics = self.wiring, self.wiring.metrics
         window = wiring.settings.daemon.suppressed_window
         planned, tallies = fold_suppressed(state, decisions, window)
-        counts = Counter(
-            (d.rule, d.mode, PLANNED if d.outcome == PLANNED else _suppressed(d)) for d in decisions
-        )
-        for labels, count in counts.items():  # a storm's frame: one increment per label set
-            metrics.decisions.labels(*labels).inc(count)
         updates = [tally_record(state, tally, window) for tally in tallies]
         if not planned:  # only counts changed: nothing waits for them (see offsetd.audit)
             wiring.audit.write_soon(updates)
             written: list[bool] = []
         else:
-            written = await wiring.audit.write_many(
-                [decision.audit_record(wiring.rules) for decision in planned], updates=updates
+            records = [decision.audit_record(wiring.rules) for decision in planned]
+
+            def audit_refused(error: Exception, _attempt: int, delay: float) -> None:
+                log.error(
+                    "the audit did not take %d planned decision(s) for %s/%s: %s; "
+                    "writing them again in %.0f s (nothing acts on them before)",
+                    len(records),
+                    state.connect_cluster,
+                    state.connector,
+                    error,
+                    delay,
+                )
+
+            # Until the audit takes them: nothing may act on an unaudited decision, and a frame
+            # given up would lose them for good (a FAILED task sends no new status).
+            written = await retry_call(
+                lambda: wiring.audit.write_many(records, updates=updates),
+                self.audit_retry_delays(),
+                retriable=lambda error: isinstance(error, (AuditError, KafkaAccessDenied)),
+                before_retry=audit_refused,
             )
+        counts = Counter(
+            (d.rule, d.mode, PLANNED if d.outcome == PLANNED else _suppressed(d)) for d in decisions
+        )
+        for labels, count in counts.items():  # a storm's frame: one increment per label set
+            metrics.decisions.labels(*labels).inc(count)
         for decision, new in zip(planned, written, strict=True):
             if new:
                 metrics.audit_writes.labels(PLANNED).inc()
