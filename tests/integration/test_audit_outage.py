@@ -92,6 +92,7 @@ def test_a_decision_the_audit_refuses_is_written_again_until_it_takes_it(
         wait_for("the audit to refuse the decision twice", lambda: daemon.log().count(refused) >= 2)
         assert decisions() == []
         assert daemon.metric("offsetd_decisions_total", rule=RULE_NAME) == 0
+        assert daemon.metric("offsetd_audit_refusals_total") >= 2  # OffsetdAuditRefused reads it
         assert "could not decide on a frame" not in daemon.log()
 
         set_max_message_bytes(admin, audit_topic, 1 << 20)  # the audit takes records again

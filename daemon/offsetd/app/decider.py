@@ -307,6 +307,7 @@ class FrameDecider:
             records = [decision.audit_record(wiring.rules) for decision in planned]
 
             def audit_refused(error: Exception, _attempt: int, delay: float) -> None:
+                metrics.audit_refusals.inc()
                 log.error(
                     "the audit did not take %d planned decision(s) for %s/%s: %s; "
                     "writing them again in %.0f s (nothing acts on them before)",

@@ -32,6 +32,7 @@ class DaemonMetrics:
     decisions: Counter
     consumer_lag: Gauge
     audit_writes: Counter
+    audit_refusals: Counter
     out_of_scope: Counter
     decision_latency: Histogram
 
@@ -73,6 +74,12 @@ class DaemonMetrics:
                 "Audit records written (acknowledged), by outcome: planned decisions, and each "
                 "update of a tally of suppressed ones (suppressed_<reason>).",
                 ["outcome"],
+                registry=registry,
+            ),
+            audit_refusals=Counter(
+                "offsetd_audit_refusals",
+                "Writes of planned decisions the audit topic refused; each is written again "
+                "until it is taken, and nothing acts on those decisions meanwhile.",
                 registry=registry,
             ),
             out_of_scope=Counter(

@@ -110,6 +110,7 @@ def test_planned_decisions_are_written_until_the_audit_takes_them() -> None:
     # handed on once, after its record was written
     assert owner.wiring.remediator.submitted == [(planned.id, 1)]
     assert counted(registry) == {"planned": 1.0, "suppressed_cooldown": 2.0}
+    assert registry.get_sample_value("offsetd_audit_refusals_total") == 3
 
 
 def test_nothing_is_counted_or_handed_on_before_the_audit_took_it() -> None:
