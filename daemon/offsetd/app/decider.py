@@ -293,9 +293,9 @@ class FrameDecider:
         for all their acknowledgements. The state must be put back afterwards (the tallies).
 
         The planned decisions are written until the audit takes them (`audit_retry_delays`,
-        every failure logged): the agent waits, its lag shows it, and nothing is lost when the
-        audit topic comes back. `offsetd_decisions_total` counts a frame's decisions once they
-        are written."""
+        every refusal logged and counted in `offsetd_audit_refusals_total`, which the alert
+        OffsetdAuditRefused reads): the agent waits, and nothing is lost when the audit topic
+        comes back. `offsetd_decisions_total` counts a frame's decisions once they are written."""
         wiring, metrics = self.wiring, self.wiring.metrics
         window = wiring.settings.daemon.suppressed_window
         planned, tallies = fold_suppressed(state, decisions, window)
