@@ -21,6 +21,7 @@ from collections.abc import Mapping
 
 from confluent_kafka.admin import AdminClient
 
+from offsetd.errors import OffsetdError
 from offsetd.kafkalogin import remember_answered, wait_answered, watched_admin
 
 __all__ = ["connected_admin"]
@@ -36,6 +37,14 @@ def connected_admin(
     or TlsFailed, naming `where` (default: the bootstrap servers).
     """
     admin, watch = watched_admin(conf, where)
-    if wait_answered(admin, watch, timeout_s):
-        remember_answered(conf)
+    refused: OffsetdError | None = None
+    try:
+        if wait_answered(admin, watch, timeout_s):
+            remember_answered(conf)
+    except OffsetdError as failure:
+        refused = failure
+    if refused is not None:  # the client goes now, not at the interpreter's exit (kafkalogin)
+        refused.__traceback__ = None
+        del admin
+        raise refused
     return admin

@@ -13,6 +13,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -468,6 +471,46 @@ def test_a_wrong_password_fails_without_echoing_it(
         said = done.stdout + done.stderr
         assert DISTINCT_KAFKA not in said
         assert DISTINCT_REST not in said
+
+
+_THREADS_AT_EXIT = """
+import atexit, os, sys
+def threads():
+    tasks = os.listdir("/proc/self/task")
+    names = sorted(open(f"/proc/self/task/{t}/comm").read().strip() for t in tasks)
+    print("threads at exit:", names, file=sys.stderr)
+atexit.register(threads)
+from offsetd.cli import main
+sys.argv = ["offsetd", "offsets", "list", "heartbeat-audit", "--offline", "--config", sys.argv[1]]
+main()
+"""
+
+
+def test_a_refused_login_leaves_no_kafka_client_running_at_exit(
+    secure_yaml: Path, tmp_path: Path
+) -> None:
+    """The login check's client is gone before the process exits. It lived on in the refusal's
+    traceback, and the exit's OpenSSL cleanup then ran under its threads: a segfault (exit -11)
+    after the right message, in CI, and 2 of 60 refused logins under load."""
+    secret_file = tmp_path / "rest-password"
+    secret_file.write_text(DISTINCT_REST + "\n")
+    wrong = _with_passwords(
+        secure_yaml,
+        tmp_path / "wrong.yaml",
+        {"env": "SEC_TEST_KAFKA_PW"},
+        {"file": str(secret_file)},
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", _THREADS_AT_EXIT, str(wrong)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env={**os.environ, "SEC_TEST_KAFKA_PW": DISTINCT_KAFKA},
+    )
+    assert done.returncode == KafkaAuthFailed.exit_code, done.stderr
+    [line] = [x for x in done.stderr.splitlines() if x.startswith("threads at exit:")]
+    assert "rdk:" not in line, line  # librdkafka names its threads rdk:main, rdk:broker...
 
 
 # -- the leak search ----------------------------------------------------------------------------
