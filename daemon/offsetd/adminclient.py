@@ -21,8 +21,7 @@ from collections.abc import Mapping
 
 from confluent_kafka.admin import AdminClient
 
-from offsetd.errors import OffsetdError
-from offsetd.kafkalogin import remember_answered, wait_answered, watched_admin
+from offsetd.kafkalogin import answering_admin
 
 __all__ = ["connected_admin"]
 
@@ -36,15 +35,4 @@ def connected_admin(
     in the caller's words. One that refuses the login or the TLS handshake is: KafkaAuthFailed
     or TlsFailed, naming `where` (default: the bootstrap servers).
     """
-    admin, watch = watched_admin(conf, where)
-    refused: OffsetdError | None = None
-    try:
-        if wait_answered(admin, watch, timeout_s):
-            remember_answered(conf)
-    except OffsetdError as failure:
-        refused = failure
-    if refused is not None:  # the client goes now, not at the interpreter's exit (kafkalogin)
-        refused.__traceback__ = None
-        del admin
-        raise refused
-    return admin
+    return answering_admin(conf, where, timeout_s)

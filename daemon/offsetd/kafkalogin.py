@@ -30,6 +30,7 @@ from offsetd.errors import KafkaAuthFailed, OffsetdError, TlsFailed
 
 __all__ = [
     "LoginWatch",
+    "answering_admin",
     "check_login",
     "check_logins",
     "checked_config",
@@ -137,6 +138,27 @@ def wait_answered(admin: AdminClient, watch: LoginWatch, timeout_s: float) -> bo
             return False
 
 
+def answering_admin(conf: Mapping[str, str], where: str | None, timeout_s: float) -> AdminClient:
+    """A watched AdminClient, once a broker answered (remembered for this process) or
+    `timeout_s` passed. A refused login or certificate is raised, the client dropped first:
+    raised with its traceback, the frames holding it kept it alive to the interpreter's exit,
+    where OpenSSL's cleanup ran under its still running threads (a segfault after the right
+    message: 2 in 60 refused logins under load)."""
+    admin, watch = watched_admin(conf, where)
+    refused: OffsetdError | None = None
+    try:
+        answered = wait_answered(admin, watch, timeout_s)
+    except OffsetdError as failure:
+        refused = failure
+    if refused is not None:
+        refused.__traceback__ = None
+        del admin
+        raise refused
+    if answered:
+        remember_answered(conf)
+    return admin
+
+
 def check_login(conf: Mapping[str, str], alias: str | None = None, timeout_s: float = 10.0) -> None:
     """Raise KafkaAuthFailed / TlsFailed if the cluster refuses this login or certificate.
 
@@ -147,20 +169,7 @@ def check_login(conf: Mapping[str, str], alias: str | None = None, timeout_s: fl
     with _ANSWERED_LOCK:
         if key in _ANSWERED:
             return
-    admin, watch = watched_admin(conf, describe(conf, alias))
-    refused: OffsetdError | None = None
-    try:
-        if wait_answered(admin, watch, timeout_s):
-            remember_answered(conf)
-    except OffsetdError as failure:
-        refused = failure
-    if refused is not None:
-        # The client goes now: raised with its traceback, the frames holding it kept it alive to
-        # the interpreter's exit, where OpenSSL's cleanup ran under its still running threads
-        # (a segfault after the right message: 2 in 60 refused logins under load).
-        refused.__traceback__ = None
-        del admin
-        raise refused
+    answering_admin(conf, describe(conf, alias), timeout_s)
 
 
 def checked_config(settings: Settings, alias: str, timeout_s: float = 10.0) -> dict[str, str]:

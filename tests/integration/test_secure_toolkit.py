@@ -409,6 +409,19 @@ def test_control_commands_as_offsetds_principal(
 # -- config show and wrong passwords ------------------------------------------------------------
 
 
+def _wrong_passwords(secure_yaml: Path, tmp_path: Path) -> Path:
+    """The config with a wrong Kafka password ({env:} SEC_TEST_KAFKA_PW, to be set to
+    DISTINCT_KAFKA) and a wrong REST password ({file:}, DISTINCT_REST)."""
+    secret_file = tmp_path / "rest-password"
+    secret_file.write_text(DISTINCT_REST + "\n")
+    return _with_passwords(
+        secure_yaml,
+        tmp_path / "wrong.yaml",
+        {"env": "SEC_TEST_KAFKA_PW"},
+        {"file": str(secret_file)},
+    )
+
+
 def _with_passwords(secure_yaml: Path, target: Path, kafka: Any, rest: Any) -> Path:
     yaml = YAML()
     data = yaml.load(secure_yaml.read_text())
@@ -448,14 +461,7 @@ def test_a_wrong_password_fails_without_echoing_it(
 ) -> None:
     """A wrong Kafka password ({env:}) and a wrong REST password ({file:}) fail the command
     with an error that names neither."""
-    secret_file = tmp_path / "rest-password"
-    secret_file.write_text(DISTINCT_REST + "\n")
-    wrong = _with_passwords(
-        secure_yaml,
-        tmp_path / "wrong.yaml",
-        {"env": "SEC_TEST_KAFKA_PW"},
-        {"file": str(secret_file)},
-    )
+    wrong = _wrong_passwords(secure_yaml, tmp_path)
     env = {"SEC_TEST_KAFKA_PW": DISTINCT_KAFKA}
     cases = [
         (("offsets", "list", "heartbeat-audit", "--offline"), KafkaAuthFailed.exit_code),
@@ -492,14 +498,7 @@ def test_a_refused_login_leaves_no_kafka_client_running_at_exit(
     """The login check's client is gone before the process exits. It lived on in the refusal's
     traceback, and the exit's OpenSSL cleanup then ran under its threads: a segfault (exit -11)
     after the right message, in CI, and 2 of 60 refused logins under load."""
-    secret_file = tmp_path / "rest-password"
-    secret_file.write_text(DISTINCT_REST + "\n")
-    wrong = _with_passwords(
-        secure_yaml,
-        tmp_path / "wrong.yaml",
-        {"env": "SEC_TEST_KAFKA_PW"},
-        {"file": str(secret_file)},
-    )
+    wrong = _wrong_passwords(secure_yaml, tmp_path)
     done = subprocess.run(
         [sys.executable, "-c", _THREADS_AT_EXIT, str(wrong)],
         capture_output=True,
