@@ -29,6 +29,7 @@ script may want to tell apart has its own code::
     │   └── SnapshotCorrupt     exit 18  a stored snapshot cannot be read back intact
     ├── AuditError              exit 19  a decision was not acknowledged by the audit topic
     ├── ClusterMismatch         exit 20  a Connect cluster's Kafka is not the bootstrap's (run)
+    ├── InternalTopicsError     exit 21  offsetd's own topics cannot be made or seen (run)
     ├── ControlStoreUnavailable exit 23  the control topic (pause, approvals, breakers) is unusable
     ├── ControlRefused          exit 24  a control command refused (unknown decision id, ...)
     ├── InvalidPredicate        exit 25  a rewind predicate does not parse or is not allowed

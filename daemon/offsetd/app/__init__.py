@@ -30,12 +30,14 @@ twice.
 
 Modules: `wiring` (what `offsetd run` hands in), `broker` (the faust app, its credentials,
 topic, table and worker), `counters`, `decider`, `metadata`, `recovery`, `build` (`build_app`),
-`health` and `probes` (`/healthz`, `/readyz`), `startup_health` and `group_access` (before the
-worker starts: the pages while it waits, and whether it may join its groups).
+`health` and `probes` (`/healthz`, `/readyz`), `startup_health`, `group_access` and
+`internal_topics` (before the worker starts: the pages while it waits, whether it may join its
+groups, and every topic it uses created and seen by every broker before faust subscribes).
 """
 
 from offsetd.app.broker import faust_credentials, run_worker
 from offsetd.app.build import build_app
+from offsetd.app.internal_topics import prepare_internal_topics
 from offsetd.app.wiring import Wiring
 
-__all__ = ["Wiring", "build_app", "faust_credentials", "run_worker"]
+__all__ = ["Wiring", "build_app", "faust_credentials", "prepare_internal_topics", "run_worker"]

@@ -18,6 +18,7 @@ from offsetd.ingest import EVENTS_MAX_MESSAGE_BYTES
 from offsetd.remediation.dead_members import client_id
 
 __all__ = [
+    "STATE_TABLE",
     "aiokafka_auth",
     "events_topic_of",
     "faust_credentials",
@@ -25,6 +26,8 @@ __all__ = [
     "run_worker",
     "state_table_of",
 ]
+
+STATE_TABLE = "connector-state"  # the Table's name; its changelog is <app id>-<name>-changelog
 
 
 def faust_credentials(cluster: KafkaCluster) -> Any:
@@ -102,7 +105,7 @@ def events_topic_of(app: faust.App, name: str, partitions: int) -> Any:
 def state_table_of(app: faust.App, partitions: int) -> Any:
     """Each connector's engine state, as JSON text, in a changelog-backed Table."""
     return app.Table(
-        "connector-state",
+        STATE_TABLE,
         default=None,
         partitions=partitions,
         key_type=str,

@@ -18,6 +18,7 @@ from offsetd.app.counters import LaterMetrics
 from offsetd.app.decider import FrameDecider
 from offsetd.app.group_access import ingest_group
 from offsetd.app.health import Health
+from offsetd.app.internal_topics import events_topic_name
 from offsetd.app.probes import health_pages
 from offsetd.app.recovery import remediation_start
 from offsetd.app.wiring import Wiring
@@ -34,7 +35,7 @@ log = logging.getLogger("offsetd")
 def build_app(wiring: Wiring) -> faust.App:
     settings = wiring.settings.daemon
     app = new_faust_app(wiring)
-    events_name = f"{settings.app_id}-events"
+    events_name = events_topic_name(settings.app_id)
     events_topic = events_topic_of(app, events_name, settings.partitions)
     states = state_table_of(app, settings.partitions)
 
@@ -106,10 +107,13 @@ def _ingest_task(
             settings.replication_factor or 1,
         )
         ingest.start()
+        reading = f"reading {len(wiring.ingest_sources())} topics"
         try:
             while ingest.alive:
+                health.record("ingest", True, reading)
                 await asyncio.sleep(0.5)
             health.fatal = f"the ingest stopped: {ingest.error}"
+            health.record("ingest", False, health.fatal)
             raise IngestError(health.fatal)
         finally:
             await asyncio.to_thread(ingest.stop)

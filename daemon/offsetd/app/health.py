@@ -13,11 +13,11 @@ reads the last results, so a scrape never waits on Kafka. A probe result older t
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["Check", "Health", "StreamProgress"]
+__all__ = ["Check", "Health", "StreamProgress", "events_share"]
 
 
 @dataclass
@@ -55,6 +55,44 @@ class StreamProgress:
                 )
         self._seen = current  # partitions given away are forgotten
         return stalled
+
+
+def events_share(
+    topic: str,
+    partitions: int,
+    held: Iterable[int],
+    distribution: Mapping[str, Mapping[str, Sequence[int]]],
+) -> tuple[bool, str]:
+    """Does this worker hold its share of the events topic? (ok, the sentence for /readyz).
+
+    `held`: the events partitions assigned to this worker; `distribution`: every member's
+    assigned partitions by topic, as the group's last assignment told each member (faust's
+    `external_topic_distribution`, one entry per member). A worker is ready only when the
+    assignment covers every partition of the topic (an assignment made on metadata without it
+    covers none) and this worker holds at least its even share (all of them when alone). More
+    workers than partitions leave some with none: ready, standing by, and it says so.
+    """
+    mine = sorted(set(held))
+    members = max(len(distribution), 1)
+    covered = {p for assigned in distribution.values() for p in assigned.get(topic, ())}
+    if len(covered) < partitions:
+        return False, (
+            f"the group's assignment gives out {len(covered)} of the {partitions} partitions of "
+            f"{topic} (made on metadata without them?): this worker holds {len(mine)}, "
+            "so nobody hears their connectors"
+        )
+    share = partitions // members
+    if len(mine) < share:
+        return False, (
+            f"holds {len(mine)} of the {partitions} partitions of {topic}, less than its share "
+            f"({share}, {members} workers)"
+        )
+    if not mine:
+        return True, (
+            f"holds none of the {partitions} partitions of {topic}: {members} workers share "
+            "them, this one stands by"
+        )
+    return True, f"holds {len(mine)} of the {partitions} partitions of {topic} ({members} workers)"
 
 
 @dataclass

@@ -2,8 +2,11 @@
 
 - `kafka`: a metadata request to the daemon's Kafka cluster (the cluster the stream, the audit
   and the state live on), in a thread so the event loop never waits on it;
-- `stream`: the worker has joined its group (not rebalancing) and no partition of its share of
-  the events topic has records waiting behind a position that stopped moving (`StreamProgress`);
+- `stream`: the worker has joined its group (not rebalancing), the group's assignment gives out
+  every partition of the events topic and this worker holds its share (`events_share`), and no
+  partition it holds has records waiting behind a position that stopped moving
+  (`StreamProgress`);
+- `ingest`: the ingest thread runs (`app.build` records it while it does);
 - `connect:<name>`: `GET /` of every Connect cluster this worker acts on.
 """
 
@@ -15,7 +18,8 @@ from typing import Any
 import faust
 from confluent_kafka.admin import AdminClient
 
-from offsetd.app.health import Health, StreamProgress
+from offsetd.app.health import Health, StreamProgress, events_share
+from offsetd.app.internal_topics import events_topic_name
 from offsetd.app.wiring import Wiring
 from offsetd.connect.client import ConnectClient
 
@@ -26,7 +30,8 @@ def health_pages(app: faust.App, wiring: Wiring, health: Health) -> None:
     settings = wiring.settings.daemon
     interval_s = settings.health_probe_interval / 1000
     progress = StreamProgress(settings.stall_after)
-    health.expect(["kafka", "stream", *(f"connect:{name}" for name in wiring.connect)])
+    events = events_topic_name(settings.app_id)
+    health.expect(["kafka", "stream", "ingest", *(f"connect:{name}" for name in wiring.connect)])
     admin = AdminClient(dict(wiring.kafka.client_config()))
     bootstrap = wiring.kafka.bootstrap_servers
 
@@ -45,8 +50,16 @@ def health_pages(app: faust.App, wiring: Wiring, health: Health) -> None:
             return
         try:
             consumer = app.consumer
+            assigned = consumer.assignment()
+            share_ok, share = events_share(
+                events,
+                settings.partitions,
+                (tp.partition for tp in assigned if tp.topic == events),
+                # every member's partitions, as the group's last assignment told each member
+                app.assignor.external_topic_distribution,  # type: ignore[attr-defined]
+            )
             positions = []
-            for tp in consumer.assignment():
+            for tp in assigned:
                 position = await consumer.position(tp)
                 highwater = consumer.highwater(tp)
                 if position is not None and highwater is not None:
@@ -55,10 +68,12 @@ def health_pages(app: faust.App, wiring: Wiring, health: Health) -> None:
             health.record("stream", False, f"could not read the stream's positions: {exc}")
             return
         stalled = progress.observe(positions, wiring.clock())
-        if stalled:
+        if not share_ok:
+            health.record("stream", False, share)
+        elif stalled:
             health.record("stream", False, "stalled: " + "; ".join(stalled))
         else:
-            health.record("stream", True, f"{len(positions)} partitions assigned, moving")
+            health.record("stream", True, f"{share}; {len(positions)} partitions moving")
 
     clients = {
         name: ConnectClient.for_cluster(cluster, timeout_s=interval_s)

@@ -164,7 +164,12 @@ def run(
     config_path: Path, rules_dir: Path | None, observe: bool, enforce: bool, log_level: str
 ) -> None:
     """Run the daemon: tail Connect's topics, match rules, decide, audit, remediate."""
-    from offsetd.app import Wiring, build_app, run_worker  # faust is imported only there
+    from offsetd.app import (  # faust is imported only there
+        Wiring,
+        build_app,
+        prepare_internal_topics,
+        run_worker,
+    )
     from offsetd.connect.meta import ConnectorMetaCache
     from offsetd.metrics.instruments import DaemonMetrics, RemediationMetrics
     from offsetd.remediation.wiring import build_remediator
@@ -208,4 +213,7 @@ def run(
     for name, cluster in connect.items():  # offsetd.scope: what this deployment acts on
         owned = scope_of(settings.remediation, name, cluster).describe()
         logging.getLogger("offsetd").info("Connect cluster %s: acting on %s", name, owned)
+    # Before faust subscribes: a topic it creates itself can be missing from the metadata its
+    # group's first assignment uses, and the agent would hear nothing for five minutes.
+    prepare_internal_topics(settings, alias)
     run_worker(build_app(wiring), log_level)

@@ -292,13 +292,19 @@ class Quarantine:
         )
 
     def _partition_count(self) -> int:
+        """The partitions of a topic just created (or created by someone else a moment ago): a
+        broker may not list it for a few milliseconds after CreateTopics answered."""
         consumer = self._consumer()
+        deadline = time.monotonic() + self._timeout_s
         try:
-            metadata = consumer.list_topics(self.topic, timeout=self._timeout_s)
-            topic = metadata.topics.get(self.topic)
-            if topic is None or topic.error is not None or not topic.partitions:
-                raise QuarantineFailed(f"the quarantine topic {self.topic} has no partitions")
-            return len(topic.partitions)
+            while True:
+                metadata = consumer.list_topics(self.topic, timeout=self._timeout_s)
+                topic = metadata.topics.get(self.topic)
+                if topic is not None and topic.error is None and topic.partitions:
+                    return len(topic.partitions)
+                if time.monotonic() >= deadline:
+                    raise QuarantineFailed(f"the quarantine topic {self.topic} has no partitions")
+                time.sleep(0.05)
         finally:
             consumer.close()
 

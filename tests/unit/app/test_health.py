@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from offsetd.app.health import Health, StreamProgress
+from offsetd.app.health import Health, StreamProgress, events_share
 
 
 class Clock:
@@ -76,3 +76,51 @@ def test_a_partition_given_away_and_back_starts_a_new_window() -> None:
     progress.observe([], 30_000)  # rebalanced away
     assert progress.observe([("events", 0, 10, 15)], 70_000) == []
     assert len(progress.observe([("events", 0, 10, 15)], 130_000)) == 1
+
+
+# -- the events topic's share -------------------------------------------------------------------
+
+EVENTS = "app-events"
+
+
+def test_an_assignment_made_without_the_events_topic_is_not_ready() -> None:
+    """The deaf start: the group's first assignment ran on metadata without the events topic,
+    so it gave out the changelog only; the worker must not say ready."""
+    ok, detail = events_share(
+        EVENTS, 8, [], {"http://w1:6066": {"app-connector-state-changelog": list(range(8))}}
+    )
+    assert not ok
+    assert "gives out 0 of the 8 partitions of app-events" in detail
+    assert "holds 0" in detail
+
+
+def test_a_single_worker_holds_every_partition() -> None:
+    ok, detail = events_share(EVENTS, 8, range(8), {"http://w1:6066": {EVENTS: list(range(8))}})
+    assert ok
+    assert detail == "holds 8 of the 8 partitions of app-events (1 workers)"
+    ok, detail = events_share(EVENTS, 8, range(7), {"http://w1:6066": {EVENTS: list(range(7))}})
+    assert not ok  # partition 7 given to nobody
+
+
+def test_each_of_several_workers_holds_at_least_its_share() -> None:
+    spread = {"w1": {EVENTS: [0, 1, 2]}, "w2": {EVENTS: [3, 4, 5]}, "w3": {EVENTS: [6, 7]}}
+    assert events_share(EVENTS, 8, [6, 7], spread)[0]  # floor(8 / 3) = 2
+    lopsided = {"w1": {EVENTS: [0, 1, 2, 3, 4, 5, 6]}, "w2": {EVENTS: [7]}}
+    ok, detail = events_share(EVENTS, 8, [7], lopsided)
+    assert not ok
+    assert "less than its share (4, 2 workers)" in detail
+
+
+def test_more_workers_than_partitions_leave_one_standing_by_and_it_says_so() -> None:
+    spread = {"w1": {EVENTS: [0]}, "w2": {EVENTS: [1]}, "w3": {}}
+    ok, detail = events_share(EVENTS, 2, [], spread)
+    assert ok
+    assert detail == (
+        "holds none of the 2 partitions of app-events: 3 workers share them, this one stands by"
+    )
+
+
+def test_before_any_assignment_nothing_is_ready() -> None:
+    ok, detail = events_share(EVENTS, 1, [], {})
+    assert not ok
+    assert "gives out 0 of the 1 partitions" in detail
