@@ -74,7 +74,7 @@ def test_readyz_follows_kafka_and_connect_while_healthz_stays_up(
         wait_for("/readyz 200", lambda: _get(f"{base}/readyz")[0] == 200, timeout_s=60)
         _, body = _get(f"{base}/readyz")
         assert body["ready"] is True
-        assert set(body["checks"]) == {"kafka", "stream", "connect:local"}
+        assert set(body["checks"]) == {"kafka", "stream", "ingest", "connect:local"}
         assert all(check["ok"] for check in body["checks"].values()), body
         assert _get(f"{base}/healthz") == (200, {"alive": True, "detail": "ok"})
 

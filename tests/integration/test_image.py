@@ -232,6 +232,7 @@ def test_the_daemon_runs_in_the_image_against_the_stack(
         assert {name for name, check in checks.items() if check["ok"]} == {
             "kafka",
             "stream",
+            "ingest",
             "connect:local",
         }
         assert httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=5).status_code == 200
