@@ -43,6 +43,7 @@ script may want to tell apart has its own code::
     ├── Superseded              exit 44  a newer owner epoch took the saga over: this one stops
     ├── SkipAborted             exit 45  a skip saga stopped before writing (nothing changed)
     ├── StatusUnreadable        exit 46  the status topic could not be read: a guard fails closed
+    ├── StartNotPinned          exit 47  a sink that committed nothing: its start cannot be pinned
     ├── RewindRefused           exit 55  a rewind action's target or plan does not fit the connector
     ├── KubernetesError         exit 56  the Kubernetes API refused a call or could not be reached
     ├── GitOpsManaged           exit 57  the resource belongs to a GitOps controller (Argo CD, Flux)

@@ -104,6 +104,10 @@ class ConnectCluster(ConfigModel):
     configs_topic: TopicName = "connect-configs"
     status_topic: TopicName = "connect-status"
     dlq_topics: Annotated[list[TopicName], none_to_empty(list)] = Field(default_factory=list)
+    # The workers' `consumer.auto.offset.reset` (Connect sets `earliest` for sinks unless the
+    # worker config overrides it; a connector's `consumer.override.auto.offset.reset` wins):
+    # where a sink that has committed nothing yet starts reading.
+    consumer_auto_offset_reset: Literal["earliest", "latest", "none"] = "earliest"
     orchestrator: Literal["none", "strimzi"] = "none"
     strimzi: StrimziAccess | None = None
     # The connectors offsetd acts on here (offsetd.scope); None: remediation.scope applies.

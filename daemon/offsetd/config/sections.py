@@ -134,7 +134,14 @@ class RemediationSettings(ConfigModel):
     )
     skip_budget: SkipBudget = Field(default_factory=SkipBudget)
     blast_radius: BlastRadius = Field(default_factory=BlastRadius)
-    breaker_window: Duration = 600_000  # a new failure this soon after a skip opens the breaker
+    # A failure this soon after a skip, at the skipped record or before it (the failure did not
+    # move), opens the breaker; a failure at a later record is a new poison record.
+    breaker_window: Duration = 600_000
+    # A run of bad records next to each other is one incident: each is located, quarantined and
+    # skipped in turn, up to this many; one more opens the breaker ("a run of N bad records").
+    # 5: a bad deploy writes a few; more in a row is a change upstream a person must see, and 5
+    # is what the default skip budget allows in an hour.
+    max_poison_run: Annotated[int, Field(ge=1, le=100)] = 5
     verify_stable_for: Duration = 120_000
     stop_timeout: Duration = 60_000
     resume_timeout: Duration = 120_000

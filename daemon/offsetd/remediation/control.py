@@ -293,13 +293,19 @@ class ControlStore:
         return decided
 
     def record_skip(
-        self, connect_cluster: str, connector: str, keep_ms: int, at_ms: int | None = None
+        self,
+        connect_cluster: str,
+        connector: str,
+        keep_ms: int,
+        at_ms: int | None = None,
+        record: str | None = None,
     ) -> ControlRecord:
-        """Count one completed skip for the budget and the breaker (keep `keep_ms` of history)."""
+        """Count one completed skip for the budget and the breaker (keep `keep_ms` of history);
+        `record`: the record it moved past, `topic-partition@offset`."""
         at = self.now_ms() if at_ms is None else at_ms
-        record = skips_record(self._state, connect_cluster, connector, at, keep_ms)
-        self.write(record)
-        return record
+        written = skips_record(self._state, connect_cluster, connector, at, keep_ms, record)
+        self.write(written)
+        return written
 
     def set_opt_out(
         self, connect_cluster: str, connector: str, opted_out: bool, by: str, reason: str = ""

@@ -130,6 +130,8 @@ class ControlState:
     breakers: dict[tuple[str, str], Breaker] = field(default_factory=dict)
     approvals: dict[str, Approval] = field(default_factory=dict)
     skips: dict[tuple[str, str], tuple[int, ...]] = field(default_factory=dict)
+    # the record the connector's last skip moved past, as `topic-partition@offset`
+    last_skipped: dict[tuple[str, str], str] = field(default_factory=dict)
     optouts: dict[tuple[str, str], OptOut] = field(default_factory=dict)
     ignored: int = 0  # records that could not be understood (kept out of the state, counted)
 
@@ -168,8 +170,11 @@ class ControlState:
         elif kind == "skips":
             if value is None:
                 self.skips.pop(where, None)
+                self.last_skipped.pop(where, None)
             else:
                 self.skips[where] = tuple(sorted(int(t) for t in value["times_ms"]))
+                if isinstance(value.get("last_record"), str):
+                    self.last_skipped[where] = value["last_record"]
         elif kind == "optout":
             if value is None:
                 self.optouts.pop(where, None)
@@ -318,16 +323,25 @@ def approval_record(approval: Approval) -> ControlRecord:
 
 
 def skips_record(
-    state: ControlState, connect_cluster: str, connector: str, at_ms: int, keep_ms: int
+    state: ControlState,
+    connect_cluster: str,
+    connector: str,
+    at_ms: int,
+    keep_ms: int,
+    record: str | None = None,
 ) -> ControlRecord:
-    """The connector's skip history with one more skip at `at_ms`, pruned to `keep_ms`.
+    """The connector's skip history with one more skip at `at_ms`, pruned to `keep_ms`, and the
+    record it moved past (`topic-partition@offset`, what the breaker compares a failure with).
 
     The whole list goes in one record because compaction keeps only a key's latest value; one
     writer per connector (the daemon's partitioning) makes read-modify-write safe.
     """
     times = [t for t in state.skip_times(connect_cluster, connector) if at_ms - t < keep_ms]
     times.append(at_ms)
-    return ControlRecord(skips_key(connect_cluster, connector), {"times_ms": sorted(times)})
+    value: dict[str, Any] = {"times_ms": sorted(times)}
+    if record is not None:
+        value["last_record"] = record
+    return ControlRecord(skips_key(connect_cluster, connector), value)
 
 
 def optout_record(

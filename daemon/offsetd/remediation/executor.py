@@ -232,6 +232,7 @@ class Remediator:
                 decision.connect_cluster,
                 decision.connector,
                 decision.event_time_ms,
+                record=decision.record_text,
             ):
                 self._breaker_checks.add(owner)
                 self._enqueue(_BreakerCheck(failures))
@@ -391,6 +392,7 @@ class Remediator:
                 decision.connect_cluster,
                 decision.connector,
                 decision.event_time_ms,
+                record=decision.record_text,
                 decision_id=decision.id,
                 by=self.owner,
             )

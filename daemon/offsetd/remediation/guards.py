@@ -342,13 +342,20 @@ def open_breaker_if_recent_skip(
     connector: str,
     failure_at_ms: int,
     *,
+    record: str | None = None,
     decision_id: str | None = None,
     by: str = "offsetd",
 ) -> ControlRecord | None:
-    """The breaker record to write if this failure came within `breaker_window` after a skip.
+    """The breaker record to write if this failure came within `breaker_window` after a skip
+    and did not move: it names (`record`, `topic-partition@offset`, from a DLQ record) the
+    record the last skip moved past, or one before it on that partition.
 
     A failure at or before the last skip is the one that was skipped (or older): it does not
-    count. None if the breaker is already open or no skip is recent enough.
+    count. A failure at a later record is a new poison record, not proof that the skip failed
+    (a run of bad records is handled by the skip itself, `offsetd.remediation.poison_run`);
+    a failure that names no record is judged where it is located (a skip of a record already
+    skipped opens the breaker there). None if the breaker is already open, no skip is recent
+    enough, or the failure moved.
     """
     if state.open_breaker(connect_cluster, connector) is not None:
         return None
@@ -358,13 +365,30 @@ def open_breaker_if_recent_skip(
     since = failure_at_ms - last
     if since > settings.breaker_window:
         return None
+    skipped = state.last_skipped.get((connect_cluster, connector))
+    if not _at_or_before(record, skipped):
+        return None
     return breaker_record(
         connect_cluster,
         connector,
         open=True,
         by=by,
         at_ms=failure_at_ms,
-        why=f"failed again {since / 1000:.1f} s after a skip "
-        f"(breaker_window {settings.breaker_window // 1000} s): the skip did not help",
+        why=f"failed again {since / 1000:.1f} s after a skip, at {record} (the skip moved past "
+        f"{skipped}; breaker_window {settings.breaker_window // 1000} s): the failure did not "
+        "move, the skip did not help",
         decision_id=decision_id,
     )
+
+
+def _at_or_before(failure: str | None, skipped: str | None) -> bool:
+    """Whether `failure` (`topic-partition@offset`) is on the partition of `skipped` and not
+    after it. Unknown either way: False (the failure is judged where it is located)."""
+    if failure is None or skipped is None:
+        return False
+    failed_tp, _, failed_offset = failure.rpartition("@")
+    skipped_tp, _, skipped_offset = skipped.rpartition("@")
+    try:
+        return failed_tp == skipped_tp and int(failed_offset) <= int(skipped_offset)
+    except ValueError:
+        return False

@@ -15,6 +15,12 @@ from C loses good records. The record is located, in this order:
    record only if it fails the check; a first failing record after C means the records between
    were never delivered (`undelivered_prefix`), and nothing is located.
 
+A partition the sink has committed nothing on yet (a new sink whose first record is poison) has
+no committed offset to read: before its task is restarted the consumer's own start there is
+written as the group's offset (`offsetd.remediation.sink_start`: the log start for `earliest`,
+the log end when the failed run began for `latest`), so the restart begins where the failed run
+did, and the answer says which start it used.
+
 A task reading several partitions cannot say which one failed; a partition can be ruled out only
 when its committed offset is already at its end (no record left to fail on). If more than one
 remains, the answer is `ambiguous_partition`. In doubt the answer is always NotLocated: not
@@ -46,16 +52,27 @@ from offsetd.recordchecks import (
     fails,
 )
 from offsetd.remediation.records import RecordUnavailable, read_records, subscribed_watermarks
+from offsetd.remediation.sink_start import (
+    Start,
+    StartNotPinned,
+    effective_reset,
+    pin_starts,
+    start_of,
+    task_run_started_ms,
+)
 from offsetd.remediation.status_trail import StatusTrail
 
 __all__ = [
     "MAX_POLL_RECORDS_KEY",
     "ConfigNotRestored",
+    "LocateAnswer",
     "Located",
     "NotLocated",
     "NotLocatedReason",
+    "committed_by_partition",
     "locate",
     "pick_partition",
+    "pin_latest_start",
     "restore_override",
     "source_config",
 ]
@@ -88,11 +105,14 @@ OverrideHook = Callable[[str | None], Awaitable[None]]
 
 @dataclass(frozen=True)
 class Located:
-    """The failing record, and which method named it."""
+    """The failing record, and which method named it; `delivered`: records of its partition
+    the task delivered one by one while it was located (proof that the connector's current
+    configuration handles some records: `offsetd.remediation.poison_run`)."""
 
     record: RecordRef
     how: How
     detail: str = ""
+    delivered: int = 0
 
 
 @dataclass(frozen=True)
@@ -109,6 +129,20 @@ class NotLocated:
 
 
 LocateResult = Located | NotLocated
+
+
+@dataclass(frozen=True)
+class LocateAnswer:
+    """What a skip acts on: the record (None: not located, `how` is the reason), how it was
+    found, the sentence for the audit, the records delivered while locating it, and whether the
+    connector's current configuration is known to handle records (`config_proof`)."""
+
+    record: dict[str, int | str] | None
+    how: str
+    why: str
+    delivered: int = 0
+    proof: str | None = None  # why the configuration is known to work; None: no proof
+    no_proof: str = ""  # why there is none
 
 
 class ConfigNotRestored(OffsetdError):
@@ -152,17 +186,10 @@ async def locate(
             f"{name} is a {info.type} connector ({info.connector_class}): only sink tasks have a "
             "consumer group whose committed offset points at the failed batch",
         )
-    conf = source_config(settings, decision.connect_cluster, name, info.config)
     if timeout_s is None:
         timeout_s = settings.remediation.locate_timeout / 1000
-    connect = settings.connect_clusters.get(decision.connect_cluster)
-    internal = settings.kafka_clusters.get(connect.kafka_cluster) if connect else None
-    trail = (
-        StatusTrail(internal.client_config(), connect.status_topic, name)
-        if connect is not None and internal is not None
-        else None
-    )
-    locator = _Locator(client, name, conf, read_timeout_s, poll_s, trail, settle_s)
+    locator = _locator_for(client, decision, info.config, settings, read_timeout_s, poll_s)
+    locator.settle_s = settle_s
     earlier: tuple[NotLocated, ...] = ()
     if single_record_batches:
         result = await locator.by_single_record_batches(timeout_s, on_override)
@@ -179,6 +206,72 @@ async def locate(
     if isinstance(result, NotLocated):
         return NotLocated(result.reason, result.detail, earlier)
     return result
+
+
+def _locator_for(
+    client: ConnectClient,
+    decision: Decision,
+    config: Mapping[str, str],
+    settings: Settings,
+    read_timeout_s: float,
+    poll_s: float,
+) -> _Locator:
+    """The locator of a sink: its data cluster, its status trail, its consumer's starts."""
+    name = decision.connector
+    conf = source_config(settings, decision.connect_cluster, name, config)
+    connect = settings.connect_clusters.get(decision.connect_cluster)
+    internal = settings.kafka_clusters.get(connect.kafka_cluster) if connect else None
+    trail = (
+        StatusTrail(internal.client_config(), connect.status_topic, name)
+        if connect is not None and internal is not None
+        else None
+    )
+    worker = worker_view(settings, decision.connect_cluster)
+    starts = _Starts(
+        conf,
+        resolve_location(name, config, ConnectorKind.SINK, worker).sink_group or f"connect-{name}",
+        connect.consumer_auto_offset_reset if connect is not None else "earliest",
+        (internal.client_config(), connect.status_topic)
+        if connect is not None and internal is not None
+        else None,
+        name,
+        read_timeout_s,
+    )
+    return _Locator(client, name, conf, read_timeout_s, poll_s, trail, starts=starts)
+
+
+async def pin_latest_start(
+    client: ConnectClient, decision: Decision, settings: Settings, read_timeout_s: float = 30.0
+) -> str | None:
+    """Before restarting the failed tasks of a sink whose consumer starts at `latest`: commit
+    its start on every partition with records and nothing committed (`sink_start`), so the
+    restart does not begin at the log end, past the failed record and everything written since.
+    Returns the sentence for the audit (None: nothing to pin). Raises OffsetdError when the
+    start cannot be committed."""
+    info = await client.info(decision.connector)
+    if connector_kind(info.connector_class, info.type) is not ConnectorKind.SINK:
+        return None
+    connect = settings.connect_clusters.get(decision.connect_cluster)
+    worker_reset = connect.consumer_auto_offset_reset if connect is not None else "earliest"
+    if effective_reset(info.config, worker_reset) != "latest":
+        return None
+    failed = _failed_tasks(await client.status(decision.connector))
+    if not failed:
+        return None
+    locator = _locator_for(client, decision, info.config, settings, read_timeout_s, 0.1)
+    pinned = await locator.pin_unstarted(failed, info.config)
+    if isinstance(pinned, NotLocated):
+        raise StartNotPinned(pinned.detail)
+    if not pinned:
+        return None
+    return "pinned where its consumer starts before restarting: " + "; ".join(
+        f"{t}-{p} at {s.offset} ({s.how})" for (t, p), s in sorted(pinned.items())
+    )
+
+
+def committed_by_partition(entries: list[OffsetEntry]) -> dict[tuple[str, int], int]:
+    """A sink's committed offsets (next to read) by (topic, partition)."""
+    return _committed(entries)
 
 
 def source_config(
@@ -247,6 +340,7 @@ class _Locator:
         poll_s: float,
         trail: StatusTrail | None = None,
         settle_s: float = 20.0,
+        starts: _Starts | None = None,
     ) -> None:
         self.client = client
         self.name = name
@@ -255,6 +349,7 @@ class _Locator:
         self.poll_s = poll_s
         self.trail = trail
         self.settle_s = settle_s
+        self.starts = starts
 
     async def _settled_status(self) -> ConnectorState:
         """The connector's status once a task is FAILED, or as it is after `settle_s`.
@@ -290,6 +385,9 @@ class _Locator:
                     f"Connect refuses {MAX_POLL_RECORDS_KEY} for {name}: "
                     + " ".join(errors[MAX_POLL_RECORDS_KEY]),
                 )
+        pinned = await self.pin_unstarted(failed, original)
+        if isinstance(pinned, NotLocated):
+            return pinned
         before = await self.client.offsets(name)
         if on_override is not None:
             await on_override(original_value)
@@ -327,22 +425,38 @@ class _Locator:
                 f"{ref.topic}-{ref.partition} was committed at {previous} before and at "
                 f"{committed} after one-record batches: someone else moves this group",
             )
+        start = pinned.get((ref.topic, ref.partition))
+        started = (
+            f"; {ref.topic}-{ref.partition} had no committed offset: started where its consumer "
+            f"does ({start.how})"
+            if start is not None
+            else ""
+        )
         return Located(
             ref,
             "single_record_batches",
             f"task(s) {sorted(failed)} failed again with one-record batches; the group's "
-            f"committed offset moved from {previous} to {committed}",
+            f"committed offset moved from {previous} to {committed}{started}",
+            delivered=committed - previous if previous is not None else 0,
         )
 
     async def by_check(self, check: Check) -> LocateResult:
         status = await self._settled_status()
-        if not _failed_tasks(status):
+        failed = _failed_tasks(status)
+        if not failed:
             return _not_failed(status)
-        picked = await self._pick(await self.client.offsets(self.name))
+        config = await self.client.config(self.name)
+        entries = await self.client.offsets(self.name)
+        starts: dict[tuple[str, int], Start] = {}
+        if self.starts is not None:
+            unstarted = await self._unstarted(entries, config)
+            if isinstance(unstarted, NotLocated):
+                return unstarted
+            starts = await self.starts.resolve(unstarted, failed, config)
+        picked = await self._pick(entries, {tp: s.offset for tp, s in starts.items()})
         if isinstance(picked, NotLocated):
             return picked
         ref, committed = picked
-        config = await self.client.config(self.name)
         limit = _max_poll_records(config)
         isolation = config.get("consumer.override.isolation.level", "read_uncommitted")
         try:
@@ -373,7 +487,13 @@ class _Locator:
                 f"the committed offset {committed}: records {committed}..{first.offset - 1} were "
                 "never delivered, and skipping would lose them",
             )
-        return Located(ref, "check", f"the record at the committed offset fails the check: {what}")
+        start = starts.get((ref.topic, ref.partition))
+        where = (
+            f"the record where the consumer starts ({start.how}) fails the check: {what}"
+            if start is not None
+            else f"the record at the committed offset fails the check: {what}"
+        )
+        return Located(ref, "check", where)
 
     async def _failed_again(
         self, tasks: frozenset[int], timeout_s: float, before: list[OffsetEntry]
@@ -416,14 +536,116 @@ class _Locator:
             await asyncio.sleep(self.poll_s)
         return False
 
-    async def _pick(self, entries: list[OffsetEntry]) -> tuple[RecordRef, int] | NotLocated:
-        """The one partition the task can have failed on, with its committed offset."""
+    async def _pick(
+        self, entries: list[OffsetEntry], starts: Mapping[tuple[str, int], int] | None = None
+    ) -> tuple[RecordRef, int] | NotLocated:
+        """The one partition the task can have failed on, with its committed offset (or, where
+        nothing is committed, the consumer's start from `starts`)."""
         config = await self.client.config(self.name)
         try:
             marks = await asyncio.to_thread(subscribed_watermarks, self.conf, config, self.read_s)
         except RecordUnavailable as exc:
             return NotLocated("record_unavailable", str(exc))
-        return pick_partition(_committed(entries), marks)
+        return pick_partition({**(starts or {}), **_committed(entries)}, marks)
+
+    async def _unstarted(
+        self, entries: list[OffsetEntry], config: Mapping[str, str]
+    ) -> list[tuple[str, int]] | NotLocated:
+        """The subscribed partitions that have records but no committed offset."""
+        try:
+            marks = await asyncio.to_thread(subscribed_watermarks, self.conf, config, self.read_s)
+        except RecordUnavailable as exc:
+            return NotLocated("record_unavailable", str(exc))
+        committed = _committed(entries)
+        return [tp for tp, (lo, hi) in sorted(marks.items()) if hi > lo and tp not in committed]
+
+    async def pin_unstarted(
+        self, failed: frozenset[int], config: Mapping[str, str]
+    ) -> dict[tuple[str, int], Start] | NotLocated:
+        """Before a restart: the consumer's start, committed on every partition with records
+        and no committed offset (`sink_start`), so the restart begins where the failed run did."""
+        if self.starts is None:
+            return {}
+        unstarted = await self._unstarted(await self.client.offsets(self.name), config)
+        if isinstance(unstarted, NotLocated):
+            return unstarted
+        if not unstarted:
+            return {}
+        try:
+            pinned = await self.starts.pin(unstarted, failed, config)
+        except OffsetdError as exc:
+            return NotLocated(
+                "no_committed_offset",
+                f"{_tps(unstarted)} of {self.name} has records but no committed offset, and its "
+                f"consumer's start could not be committed before the restart ({exc})",
+            )
+        if not pinned:
+            return NotLocated(
+                "no_committed_offset",
+                f"{_tps(unstarted)} of {self.name} has records but no committed offset, and "
+                "where its consumer starts cannot be told (auto.offset.reset=none?)",
+            )
+        return pinned
+
+
+class _Starts:
+    """Where the consumer starts on partitions it has committed nothing on, and pinning it."""
+
+    def __init__(
+        self,
+        conf: dict[str, str],
+        group: str,
+        worker_reset: str,
+        status: tuple[Mapping[str, str], str] | None,
+        connector: str,
+        read_s: float,
+    ) -> None:
+        self.conf, self.group, self.worker_reset = conf, group, worker_reset
+        self.status, self.connector, self.read_s = status, connector, read_s
+
+    async def resolve(
+        self, tps: list[tuple[str, int]], failed: frozenset[int], config: Mapping[str, str]
+    ) -> dict[tuple[str, int], Start]:
+        """Each partition's start (empty unless every one can be told)."""
+        if not tps:
+            return {}
+        reset = effective_reset(config, self.worker_reset)
+        run_started = None
+        if reset == "latest" and self.status is not None:
+            status_conf, status_topic = self.status
+            run_started = await asyncio.to_thread(
+                task_run_started_ms,
+                status_conf,
+                status_topic,
+                self.connector,
+                sorted(failed),
+                self.read_s,
+            )
+        found: dict[tuple[str, int], Start] = {}
+        for topic, partition in tps:
+            start = await asyncio.to_thread(
+                start_of, self.conf, topic, partition, reset, run_started, self.read_s
+            )
+            if start is not None:
+                found[(topic, partition)] = start
+        return found if len(found) == len(tps) else {}
+
+    async def pin(
+        self, tps: list[tuple[str, int]], failed: frozenset[int], config: Mapping[str, str]
+    ) -> dict[tuple[str, int], Start]:
+        """Resolve and commit the starts (empty: they cannot be told)."""
+        starts = await self.resolve(tps, failed, config)
+        if starts:
+            await asyncio.to_thread(
+                pin_starts, self.conf, self.group, {tp: s.offset for tp, s in starts.items()}
+            )
+            log.info(
+                "%s had no committed offset on %s: pinned where its consumer starts (%s)",
+                self.connector,
+                _tps(list(starts)),
+                "; ".join(s.how for s in starts.values()),
+            )
+        return starts
 
 
 def pick_partition(
@@ -458,6 +680,10 @@ def pick_partition(
             "no_committed_offset", f"{topic}-{partition} has records but no committed offset"
         )
     return RecordRef(topic=topic, partition=partition, offset=offset), offset
+
+
+def _tps(tps: list[tuple[str, int]]) -> str:
+    return ", ".join(f"{t}-{p}" for t, p in tps)
 
 
 def _failed_tasks(status: ConnectorState) -> frozenset[int]:

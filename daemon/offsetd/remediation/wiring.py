@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import getpass
 import os
 import socket
@@ -18,11 +19,19 @@ from offsetd.metrics.instruments import RemediationMetrics
 from offsetd.offsets.model import ConnectorKind, next_offset_of
 from offsetd.offsets.snapshots import KafkaSnapshotStore, SnapshotStore
 from offsetd.recordchecks import RecordCheck
+from offsetd.remediation.config_proof import config_changed_ms, delivered_since_config
 from offsetd.remediation.control import ControlStore
 from offsetd.remediation.executor import Remediator
 from offsetd.remediation.failure_window import read_status_since
 from offsetd.remediation.guards import StatusSample
-from offsetd.remediation.locate import Located, locate
+from offsetd.remediation.locate import (
+    LocateAnswer,
+    Located,
+    committed_by_partition,
+    locate,
+    pin_latest_start,
+    source_config,
+)
 from offsetd.remediation.quarantine import SagaQuarantine
 from offsetd.remediation.rewind import RewindRunner
 from offsetd.remediation.sagas import SagaRecord, SagaStore, hold_beacon, locate_key
@@ -54,12 +63,16 @@ class SagaLocator:
         self.owner = owner
 
     async def locate(
-        self, client: ConnectClient, decision: Decision, sagas: SagaStore
-    ) -> tuple[dict[str, Any] | None, str, str]:
+        self, client: ConnectClient, decision: Decision, sagas: SagaStore, *, prove: bool = True
+    ) -> LocateAnswer:
+        """Locate `decision`'s record. `prove`: also say whether the connector's current
+        configuration is known to handle records (read before locating changes its config)."""
         params = next((a.params for a in decision.actions if a.type == "skip-record"), {})
         check = CHECK.validate_python(params["check"]) if params.get("check") else None
         key = locate_key(decision.connect_cluster, decision.connector)
         written: list[SagaRecord] = []
+        before = committed_by_partition(await client.offsets(decision.connector)) if prove else {}
+        changed_ms = await self._config_changed(decision) if prove else None
 
         async def on_override(original: str | None) -> None:
             record = SagaRecord(
@@ -78,12 +91,17 @@ class SagaLocator:
         target = decision
         if decision.record_status == "exact" and decision.record is not None:
             exact = decision.record
-            committed = await _committed_next(client, decision.connector, exact)
+            committed = before.get((exact.topic, exact.partition)) if prove else None
+            if not prove:
+                committed = await _committed_next(client, decision.connector, exact)
             # No committed offset: the sink starts from auto.offset.reset, so records before N
             # may be undelivered too. Past N: the recheck in the saga says "already moved on".
             if committed is not None and committed >= exact.offset:
                 named = {"topic": exact.topic, "partition": exact.partition, "offset": exact.offset}
-                return named, "dlq", "named by the DLQ record's context headers"
+                return await self._answer(
+                    client, decision, named, "dlq", "named by the DLQ record's context headers",
+                    0, before, changed_ms, prove,
+                )  # fmt: skip
             # Records committed..N-1 were in the failed batch and never delivered: skipping to
             # N+1 now would lose them. One-record batches deliver them first (and must stop at N).
             target = decision.model_copy(update={"record_status": "to_locate", "record": None})
@@ -107,18 +125,69 @@ class SagaLocator:
                 wanted.partition,
                 wanted.offset,
             ):
-                return (
+                return LocateAnswer(
                     None,
                     "undelivered_prefix",
                     f"the DLQ named {wanted.topic}-{wanted.partition}@{wanted.offset}, but with "
                     f"one-record batches the connector stopped at {ref.offset}: not skipping",
                 )
-            return (
-                {"topic": ref.topic, "partition": ref.partition, "offset": ref.offset},
-                result.how,
-                result.detail,
-            )
-        return None, result.reason, result.describe()
+            named = {"topic": ref.topic, "partition": ref.partition, "offset": ref.offset}
+            return await self._answer(
+                client, decision, named, result.how, result.detail, result.delivered, before,
+                changed_ms, prove,
+            )  # fmt: skip
+        return LocateAnswer(None, result.reason, result.describe())
+
+    async def _config_changed(self, decision: Decision) -> int | None:
+        connect = self.settings.connect_clusters.get(decision.connect_cluster)
+        if connect is None:
+            return None
+        internal = self.settings.kafka_clusters[connect.kafka_cluster].client_config()
+        return await asyncio.to_thread(
+            config_changed_ms, internal, connect.configs_topic, decision.connector
+        )
+
+    async def _answer(
+        self,
+        client: ConnectClient,
+        decision: Decision,
+        record: dict[str, Any],
+        how: str,
+        why: str,
+        delivered: int,
+        before: dict[tuple[str, int], int],
+        changed_ms: int | None,
+        prove: bool,
+    ) -> LocateAnswer:
+        """The located record with the proof that the configuration handles records: records
+        delivered while locating it, else the last record delivered before the incident."""
+        topic, partition = str(record["topic"]), int(record["partition"])
+        if delivered > 0:
+            proof: str | None = f"{delivered} records before it were delivered while locating it"
+            return LocateAnswer(record, how, why, delivered, proof)
+        if not prove:
+            return LocateAnswer(record, how, why, delivered, None, "not asked")
+        info = await client.info(decision.connector)
+        data_conf = source_config(
+            self.settings, decision.connect_cluster, decision.connector, info.config
+        )
+        found = await asyncio.to_thread(
+            delivered_since_config,
+            data_conf,
+            changed_ms,
+            topic,
+            partition,
+            before.get((topic, partition)),
+        )
+        if found.proven:
+            return LocateAnswer(record, how, why, delivered, found.why)
+        return LocateAnswer(record, how, why, delivered, None, found.why)
+
+    async def pin_unstarted(self, client: ConnectClient, decision: Decision) -> str | None:
+        """Before a restart of a sink whose consumer starts at `latest` and has committed
+        nothing: its start committed, so the restart does not jump past the failed records
+        (`offsetd.remediation.sink_start`). The sentence for the audit, or None."""
+        return await pin_latest_start(client, decision, self.settings)
 
 
 def build_remediator(

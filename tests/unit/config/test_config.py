@@ -63,6 +63,7 @@ FULL = textwrap.dedent("""\
         configs_topic: west.configs
         status_topic: west.status
         dlq_topics: [dlq-a, dlq_b]
+        consumer_auto_offset_reset: latest
         orchestrator: strimzi
         strimzi:
           namespace: kafka
@@ -108,6 +109,7 @@ FULL_REDACTED: dict[str, Any] = {
             "configs_topic": "west.configs",
             "status_topic": "west.status",
             "dlq_topics": ["dlq-a", "dlq_b"],
+            "consumer_auto_offset_reset": "latest",
             "orchestrator": "strimzi",
             "strimzi": {
                 "namespace": "kafka",
@@ -148,6 +150,7 @@ FULL_REDACTED: dict[str, Any] = {
         "skip_budget": {"max": 5, "per": "1h"},
         "blast_radius": {"max_failing_connectors": 3, "within": "5m", "settle": "5s"},
         "breaker_window": "10m",
+        "max_poison_run": 5,
         "verify_stable_for": "2m",
         "stop_timeout": "1m",
         "resume_timeout": "2m",

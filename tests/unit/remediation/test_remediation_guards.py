@@ -376,23 +376,56 @@ def test_guard_order_first_holding_guard_wins() -> None:
 # -- the breaker helper -------------------------------------------------------------------------
 
 
-def test_failure_soon_after_a_skip_opens_the_breaker() -> None:
+def test_failure_soon_after_a_skip_at_the_skipped_record_opens_the_breaker() -> None:
     settings = RemediationSettings(breaker_window="10m")
     state = ControlState()
     skip_at = NOW - 100_000
-    state.apply_record(skips_record(state, "local", "orders-sink", skip_at, 3_600_000))
-    record = open_breaker_if_recent_skip(
-        state, settings, "local", "orders-sink", skip_at + 30_000, decision_id="d9"
+    state.apply_record(
+        skips_record(state, "local", "orders-sink", skip_at, 3_600_000, record="orders-0@41")
     )
+    record = open_breaker_if_recent_skip(
+        state, settings, "local", "orders-sink", skip_at + 30_000, record="orders-0@41",
+        decision_id="d9",
+    )  # fmt: skip
     assert record is not None
     assert record.key == "breaker/local/orders-sink"
     assert record.value["open"] is True
     assert record.value["decision_id"] == "d9"
-    assert "30.0 s after a skip" in record.value["why"]
+    assert "30.0 s after a skip, at orders-0@41" in record.value["why"]
+    assert "the failure did not move" in record.value["why"]
     state.apply_record(record)
     assert state.open_breaker("local", "orders-sink") is not None
     # already open: nothing more to write
-    assert open_breaker_if_recent_skip(state, settings, "local", "orders-sink", NOW) is None
+    assert (
+        open_breaker_if_recent_skip(
+            state, settings, "local", "orders-sink", NOW, record="orders-0@41"
+        )
+        is None
+    )
+
+
+@pytest.mark.parametrize(
+    ("failure", "opens"),
+    [
+        ("orders-0@41", True),  # the skipped record again: the skip did not help
+        ("orders-0@12", True),  # before it: the offsets went back
+        ("orders-0@42", False),  # the next record: a new poison record, not a failed skip
+        ("orders-1@3", False),  # another partition
+        (None, False),  # no record named (a status): judged where it is located
+    ],
+)
+def test_only_a_failure_that_did_not_move_opens_the_breaker(
+    failure: str | None, opens: bool
+) -> None:
+    settings = RemediationSettings(breaker_window="10m")
+    state = ControlState()
+    state.apply_record(
+        skips_record(state, "local", "orders-sink", NOW, 3_600_000, record="orders-0@41")
+    )
+    record = open_breaker_if_recent_skip(
+        state, settings, "local", "orders-sink", NOW + 1_000, record=failure
+    )
+    assert (record is not None) is opens
 
 
 @pytest.mark.parametrize(
@@ -403,9 +436,9 @@ def test_breaker_window_edges(failure_delta_ms: int, opens: bool) -> None:
     """The failure that was skipped (at or before the skip) never counts; the window is closed."""
     settings = RemediationSettings(breaker_window="10m")
     state = ControlState()
-    state.apply_record(skips_record(state, "local", "orders-sink", NOW, 3_600_000))
+    state.apply_record(skips_record(state, "local", "orders-sink", NOW, 3_600_000, record="t-0@5"))
     record = open_breaker_if_recent_skip(
-        state, settings, "local", "orders-sink", NOW + failure_delta_ms
+        state, settings, "local", "orders-sink", NOW + failure_delta_ms, record="t-0@5"
     )
     assert (record is not None) is opens
 

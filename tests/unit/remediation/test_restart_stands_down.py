@@ -1,4 +1,5 @@
-"""The restart action stands down where Strimzi's autoRestart restarts the connector itself."""
+"""The restart action stands down where Strimzi's autoRestart restarts the connector itself, and
+restarts a sink that committed nothing only once its start is pinned."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, cast
 
 from offsetd.connect.client import ConnectorState, TaskState
+from offsetd.remediation.sink_start import StartNotPinned
 from offsetd.remediation.actions.base import ActionCall, Services
 from offsetd.remediation.actions.restart import RestartSpec, restart
 
@@ -28,12 +30,23 @@ class Client:
         return ConnectorState(name, "RUNNING", "w", (TaskState(0, "RESTARTING", "w"),), "sink")
 
 
+class Locator:
+    def __init__(self, pinned: str | None | Exception) -> None:
+        self.pinned = pinned
+
+    async def pin_unstarted(self, client: Any, decision: Any) -> str | None:
+        if isinstance(self.pinned, Exception):
+            raise self.pinned
+        return self.pinned
+
+
 class FakeServices:
     """Only what the restart handler uses (a unit test of its decision, not of Connect)."""
 
-    def __init__(self, owner: str | None) -> None:
+    def __init__(self, owner: str | None, pinned: str | None | Exception = None) -> None:
         self.skip_pending: dict[str, asyncio.Event] = {}
         self.backend = Backend(owner)
+        self.locator = Locator(pinned)
 
     def now_ms(self) -> int:
         return 0
@@ -50,11 +63,13 @@ class Decision:
     connector = "orders-sink"
 
 
-def run(owner: str | None) -> tuple[tuple[str, str, dict[str, Any]], Client]:
+def run(
+    owner: str | None, pinned: str | None | Exception = None
+) -> tuple[tuple[str, str, dict[str, Any]], Client]:
     client = Client()
     call = ActionCall(cast(Any, client), cast(Any, None), cast(Any, Decision()))
     spec = RestartSpec(type="restart-failed-tasks")
-    result = asyncio.run(restart(cast(Services, FakeServices(owner)), call, spec))
+    result = asyncio.run(restart(cast(Services, FakeServices(owner, pinned)), call, spec))
     return result, client
 
 
@@ -70,3 +85,19 @@ def test_without_auto_restart_the_restart_is_sent() -> None:
     (outcome, _message, _extra), client = run(None)
     assert outcome == "executed"
     assert client.restarts == 1
+
+
+def test_a_pinned_start_is_said_in_the_audit() -> None:
+    (outcome, _message, extra), client = run(None, "pinned where its consumer starts: t-0 at 3")
+    assert outcome == "executed"
+    assert extra == {"pinned": "pinned where its consumer starts: t-0 at 3"}
+    assert client.restarts == 1
+
+
+def test_a_start_that_cannot_be_pinned_is_not_restarted_past() -> None:
+    """A restart of a `latest` sink that committed nothing would begin at the log end."""
+    refused = StartNotPinned("t-0 has records but no committed offset ... (group not empty)")
+    (outcome, message, _extra), client = run(None, refused)
+    assert outcome == "failed"
+    assert message.startswith("not restarted: t-0 has records but no committed offset")
+    assert client.restarts == 0

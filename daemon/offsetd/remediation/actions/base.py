@@ -22,6 +22,7 @@ from offsetd.engine import Decision
 from offsetd.metrics.instruments import RemediationMetrics
 from offsetd.offsets.operations import OffsetsService
 from offsetd.remediation.control import ControlStore
+from offsetd.remediation.locate import LocateAnswer
 from offsetd.remediation.rewind import RewindRunner
 from offsetd.remediation.sagas import SagaStore
 from offsetd.remediation.skip import Quarantine
@@ -49,8 +50,10 @@ class Locator(Protocol):
     """Finds the failing record exactly, or says why not (see `offsetd.remediation.locate`)."""
 
     async def locate(
-        self, client: ConnectClient, decision: Decision, sagas: SagaStore
-    ) -> tuple[dict[str, Any] | None, str, str]: ...
+        self, client: ConnectClient, decision: Decision, sagas: SagaStore, *, prove: bool = True
+    ) -> LocateAnswer: ...
+
+    async def pin_unstarted(self, client: ConnectClient, decision: Decision) -> str | None: ...
 
 
 @dataclass(frozen=True)

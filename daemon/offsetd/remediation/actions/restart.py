@@ -7,6 +7,7 @@ import contextlib
 from typing import Literal
 
 from offsetd.connect.client import ConnectorState
+from offsetd.errors import OffsetdError
 from offsetd.remediation.actions.base import ActionCall, PlannedSpec, Result, Services
 
 __all__ = ["RestartSpec", "restart"]
@@ -34,6 +35,12 @@ async def restart(services: Services, call: ActionCall, spec: RestartSpec) -> Re
             f"{owner} restarts {name} itself; offsetd's restart rule stands down",
             {"auto_restart": owner},
         )
+    # A sink that committed nothing restarts where its auto.offset.reset says; for `latest`
+    # that is past the failed record and everything written since: its start is pinned first.
+    try:
+        pinned = await services.locator.pin_unstarted(call.client, call.decision)
+    except OffsetdError as exc:
+        return "failed", f"not restarted: {exc}", {}
     # onlyFailed: a retry after a lost answer restarts only what is still FAILED
     tries = 0
 
@@ -48,9 +55,10 @@ async def restart(services: Services, call: ActionCall, spec: RestartSpec) -> Re
         # Connect answers 202 with every instance it restarts marked RESTARTING; none marked
         # means nothing was FAILED any more (someone restarted it, or it healed).
         return "not_needed", f"nothing to restart: {_states(state)}", {}
+    extra = {"pinned": pinned} if pinned else {}
     if not restarting:  # an earlier try may have restarted it and its answer was lost
-        return "executed", f"restart sent {tries} times; now {_states(state)}", {}
-    return "executed", f"restarted {', '.join(restarting)}", {}
+        return "executed", f"restart sent {tries} times; now {_states(state)}", extra
+    return "executed", f"restarted {', '.join(restarting)}", extra
 
 
 def _restarting(state: ConnectorState) -> list[str]:
