@@ -8,9 +8,9 @@ from collections.abc import Awaitable, Callable
 from typing import Any, cast
 
 from offsetd.connect.client import ConnectorState, TaskState
-from offsetd.remediation.sink_start import StartNotPinned
 from offsetd.remediation.actions.base import ActionCall, Services
 from offsetd.remediation.actions.restart import RestartSpec, restart
+from offsetd.remediation.sink_start import StartNotPinned
 
 
 class Backend:
@@ -31,7 +31,7 @@ class Client:
 
 
 class Locator:
-    def __init__(self, pinned: str | None | Exception) -> None:
+    def __init__(self, pinned: str | Exception | None) -> None:
         self.pinned = pinned
 
     async def pin_unstarted(self, client: Any, decision: Any) -> str | None:
@@ -43,7 +43,7 @@ class Locator:
 class FakeServices:
     """Only what the restart handler uses (a unit test of its decision, not of Connect)."""
 
-    def __init__(self, owner: str | None, pinned: str | None | Exception = None) -> None:
+    def __init__(self, owner: str | None, pinned: str | Exception | None = None) -> None:
         self.skip_pending: dict[str, asyncio.Event] = {}
         self.backend = Backend(owner)
         self.locator = Locator(pinned)
@@ -64,7 +64,7 @@ class Decision:
 
 
 def run(
-    owner: str | None, pinned: str | None | Exception = None
+    owner: str | None, pinned: str | Exception | None = None
 ) -> tuple[tuple[str, str, dict[str, Any]], Client]:
     client = Client()
     call = ActionCall(cast(Any, client), cast(Any, None), cast(Any, Decision()))
