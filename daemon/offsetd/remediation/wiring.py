@@ -19,7 +19,7 @@ from offsetd.metrics.instruments import RemediationMetrics
 from offsetd.offsets.model import ConnectorKind, next_offset_of
 from offsetd.offsets.snapshots import KafkaSnapshotStore, SnapshotStore
 from offsetd.recordchecks import RecordCheck
-from offsetd.remediation.config_proof import config_changed_ms, delivered_since_config
+from offsetd.remediation.config_proof import ConfigHistory, config_history, delivered_with_config
 from offsetd.remediation.control import ControlStore
 from offsetd.remediation.executor import Remediator
 from offsetd.remediation.failure_window import read_status_since
@@ -72,7 +72,7 @@ class SagaLocator:
         key = locate_key(decision.connect_cluster, decision.connector)
         written: list[SagaRecord] = []
         before = committed_by_partition(await client.offsets(decision.connector)) if prove else {}
-        changed_ms = await self._config_changed(decision) if prove else None
+        history = await self._config_history(decision) if prove else None
 
         async def on_override(original: str | None) -> None:
             record = SagaRecord(
@@ -100,7 +100,7 @@ class SagaLocator:
                 named = {"topic": exact.topic, "partition": exact.partition, "offset": exact.offset}
                 return await self._answer(
                     client, decision, named, "dlq", "named by the DLQ record's context headers",
-                    0, before, changed_ms, prove,
+                    0, before, history, prove,
                 )  # fmt: skip
             # Records committed..N-1 were in the failed batch and never delivered: skipping to
             # N+1 now would lose them. One-record batches deliver them first (and must stop at N).
@@ -134,17 +134,17 @@ class SagaLocator:
             named = {"topic": ref.topic, "partition": ref.partition, "offset": ref.offset}
             return await self._answer(
                 client, decision, named, result.how, result.detail, result.delivered, before,
-                changed_ms, prove,
+                history, prove,
             )  # fmt: skip
         return LocateAnswer(None, result.reason, result.describe())
 
-    async def _config_changed(self, decision: Decision) -> int | None:
+    async def _config_history(self, decision: Decision) -> ConfigHistory | None:
         connect = self.settings.connect_clusters.get(decision.connect_cluster)
         if connect is None:
             return None
         internal = self.settings.kafka_clusters[connect.kafka_cluster].client_config()
         return await asyncio.to_thread(
-            config_changed_ms, internal, connect.configs_topic, decision.connector
+            config_history, internal, connect.configs_topic, decision.connector
         )
 
     async def _answer(
@@ -156,7 +156,7 @@ class SagaLocator:
         why: str,
         delivered: int,
         before: dict[tuple[str, int], int],
-        changed_ms: int | None,
+        history: ConfigHistory | None,
         prove: bool,
     ) -> LocateAnswer:
         """The located record with the proof that the configuration handles records: records
@@ -172,9 +172,9 @@ class SagaLocator:
             self.settings, decision.connect_cluster, decision.connector, info.config
         )
         found = await asyncio.to_thread(
-            delivered_since_config,
+            delivered_with_config,
             data_conf,
-            changed_ms,
+            history,
             topic,
             partition,
             before.get((topic, partition)),
