@@ -24,28 +24,36 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from confluent_kafka import Consumer, KafkaException, TopicPartition
+from confluent_kafka import (
+    Consumer,
+    ConsumerGroupTopicPartitions,
+    KafkaException,
+    TopicPartition,
+)
+from confluent_kafka.admin import AdminClient
 
 from offsetd.errors import OffsetdError
 from offsetd.events.decode import Malformed, raw_record
 from offsetd.events.models import TaskStatusEvent
 from offsetd.events.status import decode_status
-from offsetd.offsets.model import OffsetEntry, sink_partition
+from offsetd.kafkaaccess import raise_if_denied
 from offsetd.offsets.offline.javahash import murmur2
-from offsetd.offsets.offline.writer import write_sink_offsets
 from offsetd.remediation.records import RecordUnavailable
 
 __all__ = [
+    "PIN_METADATA",
     "RESET_KEY",
     "Start",
     "StartNotPinned",
     "effective_reset",
     "pin_starts",
+    "pinned_partitions",
     "start_of",
     "task_run_started_ms",
 ]
 
 RESET_KEY = "consumer.override.auto.offset.reset"
+PIN_METADATA = "offsetd: the consumer's start, pinned before a restart (nothing delivered yet)"
 _SCAN_TAIL = 5_000  # status records read back from the end before reading the whole partition
 
 
@@ -185,11 +193,52 @@ def _scan(
     return last
 
 
-def pin_starts(conf: Mapping[str, str], group: str, starts: Mapping[tuple[str, int], int]) -> None:
-    """Commit `starts` for the sink's group (it must have no member: its task is FAILED).
-    Raises OfflineRefused / ChangeIncomplete / KafkaAccessDenied when it cannot."""
-    entries = [
-        OffsetEntry(sink_partition(topic, partition), {"kafka_offset": offset})
-        for (topic, partition), offset in sorted(starts.items())
+def pin_starts(
+    conf: Mapping[str, str],
+    group: str,
+    starts: Mapping[tuple[str, int], int],
+    timeout_s: float = 30.0,
+) -> None:
+    """Commit `starts` for the sink's group, marked `PIN_METADATA` (the broker refuses while
+    the group has members: the sink's task must be FAILED). Raises StartNotPinned (or
+    KafkaAccessDenied, naming the ACL) when it cannot."""
+    admin = AdminClient(dict(conf))
+    request = ConsumerGroupTopicPartitions(
+        group,
+        [
+            TopicPartition(topic, partition, offset, metadata=PIN_METADATA)
+            for (topic, partition), offset in sorted(starts.items())
+        ],
+    )
+    try:
+        result = admin.alter_consumer_group_offsets([request], request_timeout=timeout_s)[
+            group
+        ].result()
+    except KafkaException as exc:
+        reason = exc.args[0]
+        raise_if_denied(reason, conf, group=("READ", group))
+        raise StartNotPinned(f"cannot commit the start for group {group}: {reason}") from None
+    failed = [
+        f"{tp.topic}-{tp.partition}: {tp.error}" for tp in result.topic_partitions if tp.error
     ]
-    write_sink_offsets(conf, group, entries)
+    if failed:
+        raise StartNotPinned(f"cannot commit the start for group {group}: {'; '.join(failed)}")
+
+
+def pinned_partitions(
+    conf: Mapping[str, str], group: str, timeout_s: float = 30.0
+) -> set[tuple[str, int]]:
+    """The group's partitions whose committed offset is still a start offsetd pinned (nothing
+    delivered since: Connect's own commits carry no metadata). Empty when unreadable."""
+    admin = AdminClient(dict(conf))
+    try:
+        found = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)])[
+            group
+        ].result(timeout=timeout_s)
+    except KafkaException:
+        return set()
+    return {
+        (tp.topic, tp.partition)
+        for tp in found.topic_partitions
+        if tp.offset >= 0 and getattr(tp, "metadata", None) == PIN_METADATA
+    }

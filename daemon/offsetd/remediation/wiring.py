@@ -16,7 +16,8 @@ from offsetd.connect.client import ConnectClient
 from offsetd.engine import ConnectorMeta, Decision
 from offsetd.events.models import RecordRef
 from offsetd.metrics.instruments import RemediationMetrics
-from offsetd.offsets.model import ConnectorKind, next_offset_of
+from offsetd.offsets.location import resolve_location, worker_view
+from offsetd.offsets.model import ConnectorKind, connector_kind, next_offset_of
 from offsetd.offsets.snapshots import KafkaSnapshotStore, SnapshotStore
 from offsetd.recordchecks import RecordCheck
 from offsetd.remediation.config_proof import ConfigHistory, config_history, delivered_with_config
@@ -35,6 +36,7 @@ from offsetd.remediation.locate import (
 from offsetd.remediation.quarantine import SagaQuarantine
 from offsetd.remediation.rewind import RewindRunner
 from offsetd.remediation.sagas import SagaRecord, SagaStore, hold_beacon, locate_key
+from offsetd.remediation.sink_start import pinned_partitions
 
 __all__ = ["CHECK", "SagaLocator", "build_remediator", "worker_identity"]
 
@@ -71,8 +73,11 @@ class SagaLocator:
         check = CHECK.validate_python(params["check"]) if params.get("check") else None
         key = locate_key(decision.connect_cluster, decision.connector)
         written: list[SagaRecord] = []
-        before = committed_by_partition(await client.offsets(decision.connector)) if prove else {}
-        history = await self._config_history(decision) if prove else None
+        before: dict[tuple[str, int], int] = {}
+        history = None
+        if prove:  # what proves the configuration, read before locating changes it
+            before = await self._delivered_before(client, decision)
+            history = await self._config_history(decision)
 
         async def on_override(original: str | None) -> None:
             record = SagaRecord(
@@ -91,9 +96,7 @@ class SagaLocator:
         target = decision
         if decision.record_status == "exact" and decision.record is not None:
             exact = decision.record
-            committed = before.get((exact.topic, exact.partition)) if prove else None
-            if not prove:
-                committed = await _committed_next(client, decision.connector, exact)
+            committed = await _committed_next(client, decision.connector, exact)
             # No committed offset: the sink starts from auto.offset.reset, so records before N
             # may be undelivered too. Past N: the recheck in the saga says "already moved on".
             if committed is not None and committed >= exact.offset:
@@ -137,6 +140,30 @@ class SagaLocator:
                 history, prove,
             )  # fmt: skip
         return LocateAnswer(None, result.reason, result.describe())
+
+    async def _delivered_before(
+        self, client: ConnectClient, decision: Decision
+    ) -> dict[tuple[str, int], int]:
+        """The sink's committed offsets, but for those offsetd pinned itself (a start, nothing
+        delivered: `sink_start`)."""
+        committed = committed_by_partition(await client.offsets(decision.connector))
+        info = await client.info(decision.connector)
+        if connector_kind(info.connector_class, info.type) is not ConnectorKind.SINK:
+            return committed
+        conf = source_config(
+            self.settings, decision.connect_cluster, decision.connector, info.config
+        )
+        group = (
+            resolve_location(
+                decision.connector,
+                info.config,
+                ConnectorKind.SINK,
+                worker_view(self.settings, decision.connect_cluster),
+            ).sink_group
+            or f"connect-{decision.connector}"
+        )
+        pinned = await asyncio.to_thread(pinned_partitions, conf, group)
+        return {tp: offset for tp, offset in committed.items() if tp not in pinned}
 
     async def _config_history(self, decision: Decision) -> ConfigHistory | None:
         connect = self.settings.connect_clusters.get(decision.connect_cluster)
