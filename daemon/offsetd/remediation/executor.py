@@ -41,6 +41,7 @@ from offsetd.engine.decision import Firing
 from offsetd.errors import OffsetdError
 from offsetd.metrics.instruments import RemediationMetrics
 from offsetd.offsets.backend import BackendRequest, Timeouts
+from offsetd.offsets.model import ConnectorKind, next_offset_of
 from offsetd.offsets.operations import OffsetsService
 from offsetd.offsets.registry import connect_backend_for, write_refusal_for
 from offsetd.offsets.snapshots import SnapshotStore
@@ -231,7 +232,7 @@ class Remediator:
                 self.settings,
                 decision.connect_cluster,
                 decision.connector,
-                decision.event_time_ms,
+                decision.decided_at_ms,
                 record=decision.record_text,
             ):
                 self._breaker_checks.add(owner)
@@ -382,8 +383,13 @@ class Remediator:
         return f"{decision.connector} is no longer failing (connector {state.state}, tasks {tasks})"
 
     async def _trip_breaker(self, decisions: Sequence[Firing]) -> ControlState:
-        """Open the connector's breaker if one of these failures came soon after a skip; the
-        guard state as read now (and written, if it tripped)."""
+        """Open the connector's breaker if one of these failures came soon after a skip and did
+        not move; the guard state as read now (and written, if it tripped).
+
+        A DLQ record carries the failing record's own timestamp, not the failure's, so its time
+        here is when it was decided; and since a DLQ record of the skipped failure itself may
+        be decided late, a trip is confirmed against the connector as it is now: a task FAILED
+        and the committed offset not past the record (`_failing_at`)."""
         state = await self.control.acatch_up()
         for decision in decisions:
             trips = decision.from_failure and open_breaker_if_recent_skip(
@@ -391,11 +397,13 @@ class Remediator:
                 self.settings,
                 decision.connect_cluster,
                 decision.connector,
-                decision.event_time_ms,
+                decision.decided_at_ms,
                 record=decision.record_text,
                 decision_id=decision.id,
                 by=self.owner,
             )
+            if trips and not await self._failing_at(decision):
+                continue
             if trips:
                 await self.control.awrite(trips)
                 metric = self.metrics.breaker_open.labels(
@@ -405,6 +413,43 @@ class Remediator:
                 log.warning("breaker of %s opened: %s", decision.connector, trips.value["why"])
                 return self.control.state
         return state
+
+    async def _failing_at(self, decision: Firing) -> bool:
+        """Whether the connector fails at the decision's record now: a task FAILED, and its
+        committed offset on that partition not past the record (unreadable: True, the breaker
+        fails closed)."""
+        cluster = self.connect.get(decision.connect_cluster)
+        text = decision.record_text
+        if cluster is None or text is None:
+            return True
+        where, _, offset = text.rpartition("@")
+        topic, _, partition = where.rpartition("-")
+        deadline = time.monotonic() + _FAILED_SETTLE_S
+        try:
+            while True:  # Connect writes the DLQ record ~0.5 s before it reports FAILED
+                state = await self._reads.read(
+                    cluster, "read status", lambda c: c.status(decision.connector)
+                )
+                if any(t.state == "FAILED" for t in state.tasks):
+                    break
+                if time.monotonic() >= deadline:
+                    return False
+                await asyncio.sleep(0.2)
+            entries = await self._reads.read(
+                cluster, "read offsets", lambda c: c.offsets(decision.connector)
+            )
+        except OffsetdError as exc:
+            log.warning("could not tell where %s fails (%s)", decision.connector, exc)
+            return True
+        for entry in entries:
+            part = entry.partition
+            if (str(part.get("kafka_topic")), str(part.get("kafka_partition"))) == (
+                topic,
+                partition,
+            ):
+                committed = next_offset_of(ConnectorKind.SINK, entry.offset)
+                return committed is None or committed <= int(offset)
+        return True
 
     async def _held(self, decision: Decision, verdict: Verdict) -> None:
         """A decision the guards hold back: recorded (and its approval asked for), not run."""
@@ -451,7 +496,7 @@ class Remediator:
             raise ValueError(f"permit {permit} is not for decision {decision.id}")
         calls: list[dict[str, Any]] = []
         started = time.monotonic()
-        outcome, message = "executed", ""
+        outcome, said = "executed", []
         extra: dict[str, Any] = {"guard": guard, "verdict": verdict}
         async with self.client(cluster, calls) as client:
             call = ActionCall(client, cluster, decision)
@@ -461,8 +506,10 @@ class Remediator:
                 except OffsetdError as exc:
                     outcome, message, more = "failed", str(exc), {}
                 extra.update(more)
+                said.append(message)
                 if outcome != "executed":
                     break
+        message = "; ".join(m for m in said if m)  # every action's sentence, in order
         extra["http_calls"] = calls
         action_name = "+".join(decision.action_types)
         self.metrics.duration.labels(action_name, outcome).observe(time.monotonic() - started)
@@ -527,6 +574,9 @@ async def call_again(
         log.warning("could not %s (%s); trying again in %g s", what, error, delay)
 
     return await retry_call(call, delays_s, before_retry=said, sleep=sleep)
+
+
+_FAILED_SETTLE_S = 10.0  # how long a DLQ record's FAILED status may take to show
 
 
 @dataclass(frozen=True)

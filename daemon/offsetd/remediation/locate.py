@@ -57,6 +57,7 @@ from offsetd.remediation.sink_start import (
     StartNotPinned,
     effective_reset,
     pin_starts,
+    pinned_partitions,
     start_of,
     task_run_started_ms,
 )
@@ -388,6 +389,7 @@ class _Locator:
         pinned = await self.pin_unstarted(failed, original)
         if isinstance(pinned, NotLocated):
             return pinned
+        earlier_pins = await self.starts.pinned() if self.starts is not None else set()
         before = await self.client.offsets(name)
         if on_override is not None:
             await on_override(original_value)
@@ -432,6 +434,11 @@ class _Locator:
             if start is not None
             else ""
         )
+        if start is None and (ref.topic, ref.partition) in earlier_pins:
+            started = (
+                f"; {previous} is where its consumer started, pinned before an earlier restart "
+                "(nothing delivered yet)"
+            )
         return Located(
             ref,
             "single_record_batches",
@@ -629,6 +636,10 @@ class _Starts:
             if start is not None:
                 found[(topic, partition)] = start
         return found if len(found) == len(tps) else {}
+
+    async def pinned(self) -> set[tuple[str, int]]:
+        """The partitions whose committed offset is a start offsetd pinned earlier."""
+        return await asyncio.to_thread(pinned_partitions, self.conf, self.group, self.read_s)
 
     async def pin(
         self, tps: list[tuple[str, int]], failed: frozenset[int], config: Mapping[str, str]
