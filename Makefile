@@ -1,11 +1,20 @@
 # One entry point: `make check` is exactly what CI runs (.ci/run calls it).
 VENV := .venv/bin
 PY_SOURCES := daemon tests bench
+# Test lanes (pytest-xdist workers, each with its own stacks and ports: tests/conftest.py).
+# 3 on 2 cores: the suite mostly waits (stacks starting, timeouts waited out).
+OFFSETD_TEST_WORKERS ?= 3
 
-.PHONY: install lint types test check demo down
+.PHONY: install install-demo lint types test check demo down
 
+# Everything `make check` needs (venv with all extras, jars, Prometheus, etcd, kube-apiserver,
+# helm, the image tools).
 install:
 	@scripts/bootstrap
+
+# Only what the demo uses: the venv without the Spark extra and the Kafka jars.
+install-demo:
+	@scripts/bootstrap --demo
 
 lint: install
 	$(VENV)/ruff check $(PY_SOURCES)
@@ -16,14 +25,17 @@ types: install
 	$(VENV)/mypy
 	$(VENV)/mypy bench
 
+# The slowest 30 tests and how busy the CPUs were end every run's output.
 test: install
-	$(VENV)/pytest
+	scripts/cpu-busy $(VENV)/pytest -n $(OFFSETD_TEST_WORKERS) --dist loadgroup --durations=30
 
-check: lint types test
+# Lint and types beside the tests, each target's output kept together.
+check: install
+	@$(MAKE) --no-print-directory -j3 --output-sync=target lint types test
 
 # The main job on the embedded local stack: the stack, the daemon (enforce mode, rules/examples),
 # a sink connector fed a poison record, healed by the daemon (quarantine, skip, verify).
-demo: install
+demo: install-demo
 	$(VENV)/offsetd dev demo
 
 down:

@@ -1,4 +1,11 @@
-"""One real local stack (Kafka east + west, Connect, MM2) for the whole integration session."""
+"""The stacks of the integration tests, one set per test lane (tests/conftest.py).
+
+The plain stack (Kafka east + west, Connect, MM2) starts at a lane's first test that needs it and
+stays for the lane's run. The secure stack and the Kubernetes API servers serve one group of
+tests each (`xdist_group` "secure" and "kube", run in one lane one after another): each starts at
+its group's first test and stops after the last test of the lane that needs it, instead of
+holding memory and CPU for the rest of the run.
+"""
 
 from __future__ import annotations
 
@@ -11,33 +18,96 @@ import pytest
 from offsetd.devstack.kube import KubeCluster
 from offsetd.devstack.ports import free_ports
 from offsetd.devstack.stack import Stack, StackInfo
+from tests.conftest import lane_dir
 from tests.integration.kafkautil import ConnectClient
 from tests.integration.strimzi_env import StrimziNamespace, new_namespace
 
 REPO = Path(__file__).resolve().parents[2]
-TEST_STACK_DIR = REPO / ".offsetd" / "test-stack"
-TEST_SECURE_STACK_DIR = REPO / ".offsetd" / "test-secure-stack"
 
 
-def _session_stack(run_dir: Path, reuse_variable: str, *, secure: bool) -> Iterator[StackInfo]:
-    """Start a stack once; stale processes from a crashed earlier run are stopped first.
+class _Held:
+    """A stack one group of tests shares: started by the group's first test in this lane and
+    stopped right after the lane's last test that needs it (`pytest_runtest_teardown`). The
+    group's tests run one after another in one lane (`--dist loadgroup`; a test outside the
+    group that asks for the stack fails collection), so it is never asked for again once
+    stopped. Its run folder is fixed per lane, so a run killed before teardown leaves PID
+    records that the next start stops first (`down` signals only processes whose start time
+    still matches)."""
 
-    The run folder is fixed so that a test run killed before teardown leaves PID records behind
-    that the next run can use; `down` only signals processes whose start time still matches.
-    For quick local iterations, `reuse_variable`=<run dir of `offsetd dev up --detach`> runs the
-    tests against that stack and leaves it running (CI never sets it).
-    """
-    reuse = os.environ.get(reuse_variable)
-    if reuse:
-        yield Stack(Path(reuse)).info()
+    def __init__(self, group: str, start: Callable[[], object], stop: Callable[[], None]) -> None:
+        self.group, self._start, self._stop = group, start, stop
+        self.value: object | None = None
+        self.released = False
+
+    def get(self) -> object:
+        if self.released:
+            raise RuntimeError(
+                f"this lane stopped its {self.group} stack already: every test that needs it "
+                f"must be in xdist_group('{self.group}')"
+            )
+        if self.value is None:
+            self._stop()  # a stale one from a killed run
+            self.value = self._start()
+        return self.value
+
+    def release(self) -> None:
+        if self.value is not None:
+            self.value = None
+            self.released = True
+            self._stop()
+
+
+def _stack_held(name: str, group: str, *, secure: bool) -> _Held:
+    local = Stack(lane_dir() / name, log=print)
+    return _Held(group, lambda: local.up(workers=1, secure=secure), local.down)
+
+
+def _kube_held(release: str, group: str) -> _Held:
+    cluster = KubeCluster(lane_dir() / f"test-kube-{release}", log=print)
+
+    def start() -> KubeCluster:
+        cluster.up(free_ports(3), strimzi_release=release)
+        return cluster
+
+    return _Held(group, start, cluster.down)
+
+
+_HELD: dict[str, _Held] = {
+    "secure_stack": _stack_held("test-secure-stack", "secure", secure=True),
+    "kube_v1": _kube_held("1.2.0", "kube"),
+    "kube_v1beta2": _kube_held("0.45.0", "kube"),
+}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A test that needs a held stack must be in that stack's group (see `_Held`)."""
+    for item in items:
+        group = _group(item)
+        for name, held in _HELD.items():
+            if name in getattr(item, "fixturenames", ()) and group != held.group:
+                raise pytest.UsageError(
+                    f"{item.nodeid} needs {name}: mark it xdist_group('{held.group}')"
+                )
+
+
+def _group(item: pytest.Item | None) -> str | None:
+    marker = item.get_closest_marker("xdist_group") if item is not None else None
+    return str(marker.args[0]) if marker is not None and marker.args else None
+
+
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:
+    """Stop the held stacks of a group after its last test in this lane."""
+    group = _group(item)
+    if group is None or _group(nextitem) == group:
         return
-    local = Stack(run_dir, log=print)
-    local.down()
-    info = local.up(workers=1, secure=secure)
-    try:
-        yield info
-    finally:
-        local.down()
+    for held in _HELD.values():
+        if held.group == group:
+            held.release()
+
+
+def pytest_sessionfinish() -> None:
+    for held in _HELD.values():
+        held.release()
 
 
 def _config_file(info: StackInfo, folder: Path) -> Path:
@@ -52,16 +122,33 @@ def _config_file(info: StackInfo, folder: Path) -> Path:
 
 @pytest.fixture(scope="session")
 def stack() -> Iterator[StackInfo]:
-    """The plaintext stack (OFFSETD_TEST_REUSE_STACK reuses one)."""
-    yield from _session_stack(TEST_STACK_DIR, "OFFSETD_TEST_REUSE_STACK", secure=False)
+    """The lane's plaintext stack. For quick local iterations, OFFSETD_TEST_REUSE_STACK=<run
+    dir of `offsetd dev up --detach`> runs the tests against that stack and leaves it running
+    (CI never sets it)."""
+    reuse = os.environ.get("OFFSETD_TEST_REUSE_STACK")
+    if reuse:
+        yield Stack(Path(reuse)).info()
+        return
+    local = Stack(lane_dir() / "test-stack", log=print)
+    local.down()
+    info = local.up(workers=1)
+    try:
+        yield info
+    finally:
+        local.down()
 
 
 @pytest.fixture(scope="session")
-def secure_stack() -> Iterator[StackInfo]:
+def secure_stack() -> StackInfo:
     """The secure variant (`offsetd dev up --secure`): SASL_SSL brokers with ACLs, HTTPS +
-    basic-auth Connect. Started on first use, next to the plaintext stack
-    (OFFSETD_TEST_REUSE_SECURE_STACK reuses one)."""
-    yield from _session_stack(TEST_SECURE_STACK_DIR, "OFFSETD_TEST_REUSE_SECURE_STACK", secure=True)
+    basic-auth Connect; held for the "secure" group (OFFSETD_TEST_REUSE_SECURE_STACK reuses a
+    running one)."""
+    reuse = os.environ.get("OFFSETD_TEST_REUSE_SECURE_STACK")
+    if reuse:
+        return Stack(Path(reuse)).info()
+    info = _HELD["secure_stack"].get()
+    assert isinstance(info, StackInfo)
+    return info
 
 
 @pytest.fixture(scope="session")
@@ -91,25 +178,20 @@ def offsetd_yaml(stack: StackInfo, tmp_path_factory: pytest.TempPathFactory) -> 
     return _config_file(stack, tmp_path_factory.mktemp("config"))
 
 
-def _kube(release: str) -> Iterator[KubeCluster]:
-    """A real API server (etcd + kube-apiserver) with Strimzi's CRDs of `release`."""
-    cluster = KubeCluster(REPO / ".offsetd" / f"test-kube-{release}", log=print)
-    cluster.down()
-    cluster.up(free_ports(3), strimzi_release=release)
-    try:
-        yield cluster
-    finally:
-        cluster.down()
+@pytest.fixture(scope="session")
+def kube_v1() -> KubeCluster:
+    """A real API server (etcd + kube-apiserver) with Strimzi 1.2.0's CRDs (v1), held."""
+    cluster = _HELD["kube_v1"].get()
+    assert isinstance(cluster, KubeCluster)
+    return cluster
 
 
 @pytest.fixture(scope="session")
-def kube_v1() -> Iterator[KubeCluster]:
-    yield from _kube("1.2.0")
-
-
-@pytest.fixture(scope="session")
-def kube_v1beta2() -> Iterator[KubeCluster]:
-    yield from _kube("0.45.0")
+def kube_v1beta2() -> KubeCluster:
+    """The same with Strimzi 0.45.0's CRDs (v1beta2), held."""
+    cluster = _HELD["kube_v1beta2"].get()
+    assert isinstance(cluster, KubeCluster)
+    return cluster
 
 
 @pytest.fixture

@@ -37,10 +37,14 @@ from tests.integration.kafkautil import (
 )
 from tests.integration.strimzi_env import StrimziNamespace
 from tests.integration.test_guardrails import POISON, Sink, daemon_setup, good, wait_committed
-from tests.integration.test_heal_in_the_field import assert_healed, wait_skip
+from tests.integration.test_heal_in_the_field import (
+    assert_healed,
+    shorten_restart_backoff,
+    wait_skip,
+)
 from tests.integration.test_skip_without_dlq import config_of
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("kube"), pytest.mark.timeout(600)]
 
 REPO = Path(__file__).resolve().parents[2]
 CHART = REPO / "deploy" / "helm" / "offsetd"
@@ -456,6 +460,9 @@ def test_offsetd_with_the_charts_account_config_and_rules_skips_a_poison_record(
         rules_dir.mkdir()
         for name, text in get("cm/heal-offsetd-rules")["data"].items():
             (rules_dir / name).write_text(text)
+        # the chart's rules, but for the restart rule's backoff (its own settings): the real
+        # 30 s / 60 s is proven once, by test_heal_in_the_field
+        shorten_restart_backoff(rules_dir)
         args = [
             f"--config={setup.config}" if a.startswith("--config=") else a
             for a in container["args"]

@@ -27,7 +27,6 @@ from typing import Any
 
 import pytest
 from confluent_kafka.admin import AdminClient
-from ruamel.yaml import YAML
 
 from offsetd.devstack.stack import StackInfo
 from offsetd.remediation.locate import MAX_POLL_RECORDS_KEY
@@ -52,7 +51,7 @@ from tests.integration.test_guardrails import (
     task_states,
     wait_committed,
 )
-from tests.integration.test_heal_in_the_field import delivered, shipped_rules
+from tests.integration.test_heal_in_the_field import delivered, quick_shipped_rules
 from tests.integration.test_skip_without_dlq import config_of
 
 pytestmark = pytest.mark.integration
@@ -60,21 +59,6 @@ pytestmark = pytest.mark.integration
 # Other tests' leftovers on the shared stack must not hold these skips (the blast radius has its
 # own tests).
 REMEDIATION = {"blast_radius": {"max_failing_connectors": 100, "settle": "0s"}}
-
-
-def quick_shipped_rules(folder: Path) -> None:
-    """rules/examples with the skip rules in enforce (`shipped_rules`), and the restart rule's
-    backoff and cooldown shortened through its own settings."""
-    shipped_rules(folder)
-    path = folder / "poison-record.yaml"
-    yaml = YAML()
-    rules = yaml.load(path.read_text())
-    for rule in rules:
-        if rule["name"] == "poison-record-restart":
-            rule["actions"][0]["backoff"] = {"initial": "1s", "factor": 2, "max": "10s"}
-            rule["limits"]["cooldown"] = "1s"
-    with path.open("w") as out:
-        yaml.dump(rules, out)
 
 
 def bad(n: int) -> tuple[bytes, bytes]:

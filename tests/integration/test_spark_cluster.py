@@ -36,8 +36,11 @@ from offsetd.cli.spark_cluster import spark_cluster
 from offsetd.devstack.spark_cluster import SparkClusterInfo, master_status
 from offsetd.offsets.rewind_plan import summary_path
 from offsetd.spark.jars import ensure_spark_kafka_jars
+from tests.conftest import lane_dir
 from tests.integration.conftest import REPO
 from tests.integration.kafkautil import ConnectClient, create_topic, offset_of, unique, wait_for
+
+pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("spark")]
 
 PARTITIONS = 4
 PER_PARTITION = 20_000
@@ -45,7 +48,7 @@ PER_TASK = 5_000  # 16 Spark tasks
 BAD = {0: range(2_000, 2_300), 1: range(9_000, 9_050), 2: range(15_000, 15_001)}  # 3: none
 SCHEMA = "p INT, i INT, status STRING"
 PREDICATE = "value.status = 'bad'"
-RUN_DIR = REPO / ".offsetd" / "test-spark"  # the cluster is in its spark-cluster/ folder
+RUN_DIR = lane_dir() / "test-spark"  # the cluster is in its spark-cluster/ folder
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,9 @@
 """`offsetd run` heals Strimzi-managed sinks with the shipped rules, through their resources.
 
 The field's timing as in `test_heal_in_the_field` (a poison record mid-batch; with a DLQ the
-decision comes before FAILED), on sinks described by KafkaConnectors, while the stand-in
+decision comes before FAILED) but for the restart rule's backoff, shortened through its own
+settings (`shorten_restart_backoff`: the real one is proven once, there), on sinks described by
+KafkaConnectors, while the stand-in
 operator reconciles every 5 s: the restart rule restarts through `strimzi.io/restart-task`,
 locating with one-record batches changes `spec.config` (a REST change would be put back) and
 restores it exactly, and the skip stops, writes and resumes through the resource.
@@ -36,10 +38,10 @@ from tests.integration.test_guardrails import (
     wait_committed,
     wait_failed,
 )
-from tests.integration.test_heal_in_the_field import assert_healed, shipped_rules, wait_skip
+from tests.integration.test_heal_in_the_field import assert_healed, quick_shipped_rules, wait_skip
 from tests.integration.test_skip_without_dlq import config_of
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("kube"), pytest.mark.timeout(600)]
 
 
 def test_the_daemon_skips_a_poison_record_in_strimzi_managed_sinks_through_the_resources(
@@ -51,7 +53,7 @@ def test_the_daemon_skips_a_poison_record_in_strimzi_managed_sinks_through_the_r
     with daemon_setup(
         stack, tmp_path, mode="enforce", remediation=remediation, strimzi=access
     ) as setup:
-        shipped_rules(Path(setup.data["daemon"]["rules_dir"]))
+        quick_shipped_rules(Path(setup.data["daemon"]["rules_dir"]))
         sinks: list[Sink] = []
         specs: dict[str, dict[str, Any]] = {}
         for suffix, with_dlq in (("dlq", True), ("nodlq", False)):

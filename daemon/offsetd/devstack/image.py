@@ -8,9 +8,15 @@ packages and PyPI alone (both reachable where no registry is), so the image can 
 started in CI and in sandboxes. Same contract as the Containerfile: `/opt/offsetd` venv on
 Debian's python3.11, user 10001, data in `/var/lib/offsetd`, nothing else written at run time.
 
-A build takes a few minutes, so the layout is cached under the user's cache folder (next to the
-kube-apiserver cache) keyed by everything that goes into it: uv.lock, pyproject.toml, every file
-of the `offsetd` package (this recipe included), the Debian suite and the extras.
+Two layers, cached apart under the user's cache folder (next to the kube-apiserver cache):
+
+- the base: Debian's root filesystem and the venv with the locked dependencies (a few minutes:
+  mmdebstrap and every wheel from PyPI), keyed by uv.lock, the Debian suite, the extras and this
+  recipe — rebuilt only when those change;
+- the application: offsetd's wheel installed into that venv (pypa's `installer`, from the host:
+  pip is not in the image) and compiled with the image's own Python, a small layer on top (about
+  half a minute), keyed by everything that goes into the image, every file of the package
+  included. A source change rebuilds only this layer.
 """
 
 from __future__ import annotations
@@ -31,7 +37,7 @@ from pathlib import Path
 from offsetd import __version__
 from offsetd.devstack.errors import DevStackError
 from offsetd.devstack.jars import require_tool
-from offsetd.devstack.kubebin import binaries_root, run_tool
+from offsetd.devstack.kubebin import binaries_root, build_lock, run_tool
 
 __all__ = [
     "APP_DIR",
@@ -40,6 +46,7 @@ __all__ = [
     "IMAGE_GID",
     "IMAGE_UID",
     "ImageInfo",
+    "base_key",
     "cache_key",
     "debian_packages",
     "ensure_image",
@@ -157,6 +164,21 @@ def cache_key(repo: Path, suite: str, extras: Iterable[str]) -> str:
     return digest.hexdigest()
 
 
+def base_key(repo: Path, suite: str, extras: Iterable[str]) -> str:
+    """sha256 over what the base layer is made of: the lock, the Debian suite and extras, and
+    this recipe (a change to how it is built is a new base)."""
+    digest = hashlib.sha256()
+    for label, data in (
+        ("uv.lock", (repo / "uv.lock").read_bytes()),
+        ("recipe", Path(__file__).read_bytes()),
+        ("suite", suite.encode()),
+        ("extras", ",".join(normalize_extras(extras)).encode()),
+    ):
+        digest.update(f"{label}\0{len(data)}\0".encode())
+        digest.update(data)
+    return digest.hexdigest()
+
+
 def debian_packages(extras: Iterable[str]) -> tuple[str, ...]:
     """Debian packages on top of minbase; pyspark needs a JRE, so only the spark variant has
     one (it triples the image)."""
@@ -251,7 +273,8 @@ def ensure_image(
     *,
     suite: str = DEBIAN_SUITE,
 ) -> ImageInfo:
-    """The cached image for the current sources, built the first time (a few minutes)."""
+    """The cached image for the current sources: its base built the first time for a lock
+    (a few minutes), the application layer for each source change (about half a minute)."""
     extras = normalize_extras(extras)
     repo = _repo_root()
     key = cache_key(repo, suite, extras)
@@ -261,55 +284,140 @@ def ensure_image(
         return cached
     if os.geteuid() != 0:
         raise DevStackError("building the image needs root (mmdebstrap --mode=root, chroot)")
-    mmdebstrap, umoci = ensure_tools(log)
-    uv = _uv(repo)
-    entry.parent.mkdir(parents=True, exist_ok=True)
-    tag = image_tag(__version__, extras)
-    log(f"building the offsetd image {tag} ({suite}; once per source change, a few minutes)")
-    with tempfile.TemporaryDirectory(prefix="build-", dir=entry.parent) as tmp:
-        work = Path(tmp)
-        env = {**os.environ, "UV_PYTHON_DOWNLOADS": "never"}
-        dist = work / "dist"
-        run_tool([uv, "build", "--wheel", "--quiet", "--out-dir", str(dist)], repo, env)
-        wheels = sorted(dist.glob("offsetd-*.whl"))
-        if len(wheels) != 1:
-            raise DevStackError(f"uv build gave {len(wheels)} offsetd wheels in {dist}")
-        export = [uv, "export", "--frozen", "--no-default-groups", "--no-emit-project"]
-        export += [f"--extra={extra}" for extra in extras]
-        requirements = work / "requirements.txt"
-        run_tool([*export, "--quiet", "--output-file", str(requirements)], repo, env)
-        hook = work / "customize.sh"
-        hook.write_text(_customize_script(wheels[0], requirements, _host_ca_bundle()))
-        rootfs_tar = work / "rootfs.tar"
-        log("mmdebstrap: Debian root filesystem + the offsetd venv")
-        run_tool(mmdebstrap_argv(mmdebstrap, suite, extras, hook, rootfs_tar), work, env)
-        layout = work / "layout"
-        reference = f"{layout}:{tag}"
-        log("umoci: OCI layout")
-        run_tool([umoci, "init", "--layout", str(layout)], work, env)
-        run_tool([umoci, "new", "--image", reference], work, env)
-        run_tool([umoci, "raw", "add-layer", "--image", reference, str(rootfs_tar)], work, env)
-        config = umoci_config_args(__version__, extras)
-        run_tool([umoci, "config", "--image", reference, *config], work, env)
-        run_tool([umoci, "gc", "--layout", str(layout)], work, env)
-        rootfs_tar.unlink()
-        size, uncompressed = _layer_sizes(layout, tag)
-        info = {"tag": tag, "size_bytes": size, "uncompressed_bytes": uncompressed}
-        info |= {"key": key, "extras": list(extras)}
-        result = work / "result"
-        result.mkdir()
-        layout.replace(result / "layout")
-        (result / "image.json").write_text(json.dumps(info, indent=2) + "\n")
-        try:
-            result.replace(entry)  # atomic: a concurrent build that finished first wins
-        except OSError:
-            if _load_info(entry) is None:
-                raise
+    with build_lock(entry):  # one build at a time: a second caller finds it built
+        cached = _load_info(entry)
+        if cached is not None:
+            return cached
+        mmdebstrap, umoci = ensure_tools(log)
+        uv = _uv(repo)
+        base = _ensure_base(repo, suite, extras, mmdebstrap, umoci, uv, log)
+        tag = image_tag(__version__, extras)
+        log(f"building the offsetd image {tag}: the application layer on its base")
+        with tempfile.TemporaryDirectory(prefix="build-", dir=entry.parent) as tmp:
+            work = Path(tmp)
+            env = {**os.environ, "UV_PYTHON_DOWNLOADS": "never"}
+            wheel = _wheel(uv, repo, work, env)
+            layout = work / "layout"
+            shutil.copytree(base, layout)
+            bundle = work / "bundle"
+            run_tool([umoci, "unpack", "--image", f"{layout}:base", str(bundle)], work, env)
+            _install_wheel(wheel, bundle / "rootfs", env)
+            reference = f"{layout}:{tag}"
+            run_tool([umoci, "repack", "--image", reference, str(bundle)], work, env)
+            config = umoci_config_args(__version__, extras)
+            run_tool([umoci, "config", "--image", reference, *config], work, env)
+            run_tool([umoci, "rm", "--image", f"{layout}:base"], work, env)
+            run_tool([umoci, "gc", "--layout", str(layout)], work, env)
+            size, uncompressed = _layer_sizes(layout, tag)
+            info = {"tag": tag, "size_bytes": size, "uncompressed_bytes": uncompressed}
+            info |= {"key": key, "extras": list(extras)}
+            result = work / "result"
+            result.mkdir()
+            layout.replace(result / "layout")
+            (result / "image.json").write_text(json.dumps(info, indent=2) + "\n")
+            result.replace(entry)  # atomic
     loaded = _load_info(entry)
     if loaded is None:
         raise DevStackError(f"the image built into {entry} has no readable image.json")
     _prune(entry, extras)
     return loaded
+
+
+def _ensure_base(
+    repo: Path,
+    suite: str,
+    extras: tuple[str, ...],
+    mmdebstrap: str,
+    umoci: str,
+    uv: str,
+    log: Callable[[str], None],
+) -> Path:
+    """The OCI layout of the base (tagged `base`): Debian and the venv with the locked
+    dependencies, built the first time for this lock, suite, extras and recipe."""
+    entry = image_root() / f"base-{base_key(repo, suite, extras)[:24]}"
+    layout = entry / "layout"
+    if (layout / "index.json").is_file():
+        return layout
+    log(f"building the image's base ({suite}, the locked dependencies; once per lock, minutes)")
+    with tempfile.TemporaryDirectory(prefix="base-", dir=entry.parent) as tmp:
+        work = Path(tmp)
+        env = {**os.environ, "UV_PYTHON_DOWNLOADS": "never"}
+        export = [uv, "export", "--frozen", "--no-default-groups", "--no-emit-project"]
+        export += [f"--extra={extra}" for extra in extras]
+        requirements = work / "requirements.txt"
+        run_tool([*export, "--quiet", "--output-file", str(requirements)], repo, env)
+        hook = work / "customize.sh"
+        hook.write_text(_customize_script(requirements, _host_ca_bundle()))
+        rootfs_tar = work / "rootfs.tar"
+        log("mmdebstrap: Debian root filesystem + the venv of the locked dependencies")
+        run_tool(mmdebstrap_argv(mmdebstrap, suite, extras, hook, rootfs_tar), work, env)
+        built = work / "layout"
+        reference = f"{built}:base"
+        run_tool([umoci, "init", "--layout", str(built)], work, env)
+        run_tool([umoci, "new", "--image", reference], work, env)
+        run_tool([umoci, "raw", "add-layer", "--image", reference, str(rootfs_tar)], work, env)
+        rootfs_tar.unlink()
+        result = work / "result"
+        result.mkdir()
+        built.replace(result / "layout")
+        (result / "extras").write_text(",".join(extras))
+        result.replace(entry)  # atomic
+    for sibling in entry.parent.glob("base-*"):  # an older base of the same variant: ~80 MB
+        if sibling != entry and _read(sibling / "extras") == ",".join(extras):
+            shutil.rmtree(sibling, ignore_errors=True)
+    return layout
+
+
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text()
+    except OSError:
+        return None
+
+
+def _wheel(uv: str, repo: Path, work: Path, env: dict[str, str]) -> Path:
+    dist = work / "dist"
+    run_tool([uv, "build", "--wheel", "--quiet", "--out-dir", str(dist)], repo, env)
+    wheels = sorted(dist.glob("offsetd-*.whl"))
+    if len(wheels) != 1:
+        raise DevStackError(f"uv build gave {len(wheels)} offsetd wheels in {dist}")
+    return wheels[0]
+
+
+def _install_wheel(wheel: Path, rootfs: Path, env: dict[str, str]) -> None:
+    """offsetd's wheel into the image's venv, as pip would: files, `offsetd` script with the
+    image's interpreter, RECORD; then compiled by the image's own Python (its bytecode)."""
+    try:  # a test tool (the dev group), not a dependency of offsetd: imported when building
+        from installer import install  # noqa: PLC0415
+        from installer.destinations import SchemeDictionaryDestination  # noqa: PLC0415
+        from installer.sources import WheelFile  # noqa: PLC0415
+    except ImportError:
+        raise DevStackError(
+            "building the image needs pypa's installer: run `make install`"
+        ) from None
+
+    venv = rootfs / APP_DIR.lstrip("/")
+    purelib = next(venv.glob("lib/python3*/site-packages"), None)
+    if purelib is None:
+        raise DevStackError(f"the image's base has no venv at {APP_DIR}")
+    scheme = {
+        "purelib": str(purelib),
+        "platlib": str(purelib),
+        "scripts": str(venv / "bin"),
+        "data": str(venv),
+        "headers": str(venv / "include"),
+    }
+    destination = SchemeDictionaryDestination(
+        scheme, interpreter=f"{APP_DIR}/bin/python3", script_kind="posix"
+    )
+    with WheelFile.open(wheel) as source:
+        install(source, destination, {"INSTALLER": b"offsetd-image"})
+    inside = "/" + purelib.relative_to(rootfs).as_posix() + "/offsetd"
+    run_tool(
+        ["chroot", str(rootfs), f"{APP_DIR}/bin/python3", "-m", "compileall", "-q", inside],
+        rootfs,
+        {"PATH": _PATH, "LANG": "C.UTF-8"},
+    )
 
 
 def _prune(keep: Path, extras: tuple[str, ...]) -> None:
@@ -342,7 +450,7 @@ def unpack_image(info: ImageInfo, dest: Path) -> Path:
     return rootfs
 
 
-def _customize_script(wheel: Path, requirements: Path, ca_bundle: Path | None) -> str:
+def _customize_script(requirements: Path, ca_bundle: Path | None) -> str:
     """mmdebstrap's customize hook (run by sh with the new tree as $1): the user, the folders,
     the venv installed by the image's own python3 and pip, then build leftovers removed."""
     q = shlex.quote
@@ -363,7 +471,7 @@ def _customize_script(wheel: Path, requirements: Path, ca_bundle: Path | None) -
         f'install -d -m 0750 -o {IMAGE_UID} -g {IMAGE_GID} "$root{DATA_DIR}"',
         'install -d -m 0755 "$root/etc/offsetd"',
         f'install -d -m 0700 "$root{build}"',
-        f'cp {q(str(wheel))} {q(str(requirements))} "$root{build}/"',
+        f'cp {q(str(requirements))} "$root{build}/"',
     ]
     if ca_bundle is not None:
         lines.append(f'cp {q(str(ca_bundle))} "$root{build}/ca.crt"')
@@ -371,7 +479,6 @@ def _customize_script(wheel: Path, requirements: Path, ca_bundle: Path | None) -
         f'chroot "$root" /usr/bin/python3 -m venv {APP_DIR}',
         f"{chroot_pip} {APP_DIR}/bin/pip install --quiet --require-hashes"
         f" -r {build}/{requirements.name}",
-        f"{chroot_pip} {APP_DIR}/bin/pip install --quiet --no-deps {build}/{wheel.name}",
         # pip and setuptools only install; the image never does.
         f"{chroot_pip} {APP_DIR}/bin/pip uninstall --quiet --yes pip setuptools",
         f'rm -rf "$root{build}" "$root/root/.cache" "$root/var/log/apt"',

@@ -12,13 +12,15 @@ as a service) into the same cache.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import re
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from offsetd.devstack.errors import DevStackError
@@ -30,6 +32,7 @@ __all__ = [
     "HELM_VERSION",
     "KUBE_VERSION",
     "binaries_root",
+    "build_lock",
     "ensure_etcd",
     "ensure_helm",
     "ensure_kube_apiserver",
@@ -86,8 +89,14 @@ def ensure_kube_apiserver(
     target = binaries_root() / "kube-apiserver" / f"{version}-2" / "kube-apiserver"
     if target.is_file():
         return target
+    with build_lock(target):
+        if not target.is_file():
+            _build_kube_apiserver(version, target, log)
+    return target
+
+
+def _build_kube_apiserver(version: str, target: Path, log: Callable[[str], None]) -> None:
     go = require_tool("go", "install Go 1.24 or newer (the kube-apiserver build needs it)")
-    target.parent.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "GOTOOLCHAIN": "local", "GOFLAGS": "-mod=mod"}
     log(f"building kube-apiserver {version} from the Go module proxy (once, about 10 minutes)")
     with tempfile.TemporaryDirectory(prefix="kube-apiserver-", dir=target.parent) as tmp:
@@ -120,7 +129,6 @@ def ensure_kube_apiserver(
             env,
         )
         built.replace(target)  # same folder's filesystem: atomic, never a half-written binary
-    return target
 
 
 def ensure_helm(
@@ -131,8 +139,14 @@ def ensure_helm(
     target = binaries_root() / "helm" / version / "helm"
     if target.is_file():
         return target
+    with build_lock(target):
+        if not target.is_file():
+            _build_helm(version, target, log)
+    return target
+
+
+def _build_helm(version: str, target: Path, log: Callable[[str], None]) -> None:
     go = require_tool("go", "install Go 1.24 or newer (the helm build needs it)")
-    target.parent.mkdir(parents=True, exist_ok=True)
     log(f"building helm {version} from the Go module proxy (once, about 2 minutes)")
     with tempfile.TemporaryDirectory(prefix="helm-", dir=target.parent) as tmp:
         env = {**os.environ, "GOTOOLCHAIN": "local", "GOBIN": tmp}
@@ -150,7 +164,6 @@ def ensure_helm(
             env,
         )
         (Path(tmp) / "helm").replace(target)
-    return target
 
 
 def ensure_etcd(
@@ -161,6 +174,13 @@ def ensure_etcd(
     etcd = root / "usr" / "bin" / "etcd"
     if etcd.is_file():
         return etcd
+    with build_lock(root):
+        if not etcd.is_file():
+            _fetch_etcd(deb_version, root, log)
+    return etcd
+
+
+def _fetch_etcd(deb_version: str, root: Path, log: Callable[[str], None]) -> None:
     apt_get = require_tool("apt-get", "etcd comes from Debian's etcd-server package")
     dpkg_deb = require_tool("dpkg-deb", "etcd comes from Debian's etcd-server package")
     root.parent.mkdir(parents=True, exist_ok=True)
@@ -179,7 +199,19 @@ def ensure_etcd(
         run_tool([dpkg_deb, "-x", str(debs[0]), str(unpacked)], work, dict(os.environ))
         shutil.rmtree(root, ignore_errors=True)
         unpacked.replace(root)
-    return etcd
+
+
+@contextlib.contextmanager
+def build_lock(target: Path) -> Iterator[None]:
+    """One build of `target` at a time across processes (parallel test lanes, a lane and
+    `offsetd dev up --k8s`): the second waits for the first, then finds the binary built."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with (target.parent / ".build.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 def run_tool(argv: list[str], cwd: Path, env: dict[str, str]) -> str:

@@ -13,7 +13,7 @@ from offsetd.config import Settings
 from offsetd.devstack import jars, kafka, mm2
 from offsetd.devstack.connect import WorkerGroup
 from offsetd.devstack.errors import DevStackError
-from offsetd.devstack.ports import check_bindable, free_ports
+from offsetd.devstack.ports import PORT_BLOCK_ENV, check_bindable, free_ports
 from offsetd.devstack.stack import StackInfo
 
 
@@ -119,3 +119,31 @@ def test_every_taken_port_of_a_block_is_named_at_once() -> None:
 
 def test_a_free_block_passes() -> None:
     check_bindable(free_ports(3))
+
+
+# -- port blocks (test lanes) -------------------------------------------------------------------
+
+
+def test_a_port_block_hands_each_port_out_once_and_skips_taken_ones(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        busy = holder.getsockname()[1]
+        low = busy - 2
+        monkeypatch.setenv(PORT_BLOCK_ENV, f"{low}-{low + 5}:{tmp_path / 'claims'}")
+        first = free_ports(2)
+        second = free_ports(2)  # another process of the lane would see the same claims
+    assert busy not in first + second
+    assert len(set(first + second)) == 4
+    assert all(low <= p <= low + 5 for p in first + second)
+    with pytest.raises(DevStackError, match=f"the port block {low}-{low + 5} has fewer than 3"):
+        free_ports(3)
+
+
+@pytest.mark.parametrize("value", ["20000", "20000-19999:/tmp/x", "a-b:/tmp/x", "1-2:"])
+def test_a_malformed_port_block_is_named(value: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(PORT_BLOCK_ENV, value)
+    with pytest.raises(DevStackError, match=f"{PORT_BLOCK_ENV} must be"):
+        free_ports(1)
