@@ -7,10 +7,14 @@ OFFSETD_TEST_WORKERS ?= 3
 
 .PHONY: install install-demo lint types test check demo down
 
-# Everything `make check` needs (venv with all extras, jars, Prometheus, etcd, kube-apiserver,
-# helm, the image tools).
+# Everything `make check` needs (the venv with all extras and the dev tools, the jars,
+# Prometheus, the image tools; etcd, kube-apiserver and helm when first needed).
+ifdef OFFSETD_INSTALLED
+install: ;
+else
 install:
 	@scripts/bootstrap
+endif
 
 # Only what the demo uses: the venv without the Spark extra and the Kafka jars.
 install-demo:
@@ -31,7 +35,7 @@ test: install
 
 # Lint and types beside the tests, each target's output kept together.
 check: install
-	@$(MAKE) --no-print-directory -j3 --output-sync=target lint types test
+	@$(MAKE) --no-print-directory -j3 --output-sync=target OFFSETD_INSTALLED=1 lint types test
 
 # The main job on the embedded local stack: the stack, the daemon (enforce mode, rules/examples),
 # a sink connector fed a poison record, healed by the daemon (quarantine, skip, verify).

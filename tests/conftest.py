@@ -55,7 +55,11 @@ def pytest_configure(config: pytest.Config) -> None:
     claims = lane_dir() / "port-claims"
     shutil.rmtree(claims, ignore_errors=True)  # a new run: every port of the block is free again
     os.environ[PORT_BLOCK_ENV] = f"{low}-{low + LANE_PORT_SPAN - 1}:{claims}"
-    if not hasattr(config, "workerinput") and _runs_integration(config):
+    if (
+        not hasattr(config, "workerinput")
+        and not config.option.collectonly
+        and _runs_integration(config)
+    ):
         _start_builds()
 
 
