@@ -34,7 +34,7 @@ class _Held:
     records that the next start stops first (`down` signals only processes whose start time
     still matches)."""
 
-    def __init__(self, group: str, start: Callable[[], object], stop: Callable[[], None]) -> None:
+    def __init__(self, group: str, start: Callable[[], object], stop: Callable[[], object]) -> None:
         self.group, self._start, self._stop = group, start, stop
         self.value: object | None = None
         self.released = False
