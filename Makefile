@@ -31,7 +31,7 @@ types: install
 
 # The slowest 30 tests and how busy the CPUs were end every run's output.
 test: install
-	scripts/cpu-busy $(VENV)/pytest -n $(OFFSETD_TEST_WORKERS) --dist loadgroup --durations=30
+	scripts/cpu-busy $(VENV)/pytest -n $(OFFSETD_TEST_WORKERS) --dist load --durations=30
 
 # Lint and types beside the tests, each target's output kept together.
 check: install

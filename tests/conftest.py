@@ -6,9 +6,11 @@ range (`offsetd.devstack.ports`: every process of the lane, its stacks and daemo
 `offsetd` commands it runs, takes its ports from there). So no lane can stop, disturb or take the
 ports of another's stacks. Without xdist the whole run is one lane, `gw0`.
 
-Tests that share a stack or need the machine to themselves carry an `xdist_group` (see
-tests/README.md); `--dist loadgroup` runs each group's tests in one lane, one after another.
-Groups that run longest are handed out first.
+Modules that share a stack, or whose timing assertions must not meet each other, form a group
+(`GROUPS`); a group's tests run in one lane, one after another (`LaneScheduling`), longest
+groups first; every other test is handed to whichever lane is free. (xdist's own `--dist
+loadgroup` reads the group from a suffix it writes into each node id, which pytest 9.2 no longer
+lets it change: pytest-dev/pytest-xdist#1386. The groups here are by module, and need no mark.)
 
 The slow builds some lanes need (kube-apiserver and helm from the Go module proxy, etcd from
 Debian, offsetd's image) start when the run starts, in the controlling process, beside the tests:
@@ -23,6 +25,7 @@ import threading
 import traceback
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -32,9 +35,37 @@ REPO = Path(__file__).resolve().parents[1]
 LANE_PORT_BASE = 20_000  # below the ephemeral range (32768-60999): no outgoing socket gets one
 LANE_PORT_SPAN = 1_000
 
-# The groups, longest first (measured: tests/README.md). A group's tests run in one lane, in
-# order; the scheduler hands out work in collection order, so these lead.
-GROUP_ORDER = ("kube", "secure", "timing", "image", "spark")
+# group -> its modules, in the order the groups are handed out (longest first: tests/README.md)
+GROUPS: dict[str, tuple[str, ...]] = {
+    # one kube-apiserver pair (v1, v1beta2) for all, and its first use may wait for its build
+    "kube": ("test_strimzi_skip", "test_helm_chart", "test_strimzi_daemon", "test_strimzi"),
+    # timing assertions that must not meet each other: restart gaps, lag cycles and the one-shot
+    # command, crash recovery times, the storm's latency
+    "timing": (
+        "test_restart_backoff",
+        "test_lag_field",
+        "test_crash_recovery_time",
+        "test_dlq_storm",
+        "test_lag_list_offsets",
+    ),
+    # one secure stack (SASL_SSL, ACLs, HTTPS Connect) for all
+    "secure": (
+        "test_least_privilege",
+        "test_secure_toolkit",
+        "test_secure_stack",
+        "test_secure_failures",
+    ),
+    # Spark's JVMs: one at a time
+    "spark": ("test_spark_cluster", "test_spark_rewind"),
+    "image": ("test_image",),
+}
+_GROUP_OF = {module: group for group, modules in GROUPS.items() for module in modules}
+
+
+def group_of(nodeid: str) -> str | None:
+    """The group of a test (by its module), None for a test any lane may run."""
+    module = nodeid.split("::", 1)[0].rsplit("/", 1)[-1].removesuffix(".py")
+    return _GROUP_OF.get(module)
 
 
 def lane() -> str:
@@ -91,18 +122,25 @@ def _start_builds() -> None:
         threading.Thread(target=build, args=(what, call), name=f"build {what}", daemon=True).start()
 
 
-def _group(item: pytest.Item) -> str | None:
-    marker = item.get_closest_marker("xdist_group")
-    if marker is None:
-        return None
-    return str(marker.args[0] if marker.args else marker.kwargs.get("name"))
-
-
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Long groups first (in GROUP_ORDER), then the rest in their own order."""
+    """The groups first, in `GROUPS` order, then every other test in its own order."""
+    order = list(GROUPS)
 
     def rank(item: pytest.Item) -> int:
-        group = _group(item)
-        return GROUP_ORDER.index(group) if group in GROUP_ORDER else len(GROUP_ORDER)
+        group = group_of(item.nodeid)
+        return order.index(group) if group is not None else len(order)
 
     items.sort(key=rank)  # stable: each group keeps its tests' order
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """xdist's scope scheduling with our scopes: a group is one unit of work (one lane, in
+    order); any other test is a unit of its own."""
+    from xdist.scheduler import LoadScopeScheduling  # only under xdist
+
+    class LaneScheduling(LoadScopeScheduling):  # type: ignore[misc]
+        def _split_scope(self, nodeid: str) -> str:
+            group = group_of(nodeid)
+            return f"group:{group}" if group is not None else nodeid
+
+    return LaneScheduling(config, log)

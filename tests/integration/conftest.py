@@ -2,8 +2,8 @@
 
 The plain stack (Kafka east + west, Connect, MM2) starts at a lane's first test that needs it and
 stays for the lane's run. The secure stack and the Kubernetes API servers serve one group of
-tests each (`xdist_group` "secure" and "kube", run in one lane one after another): each starts at
-its group's first test and stops after the last test of the lane that needs it, instead of
+tests each (the groups "secure" and "kube" of tests/conftest.py, run in one lane one after
+another): each starts at its group's first test and stops after the group's last, instead of
 holding memory and CPU for the rest of the run.
 """
 
@@ -18,7 +18,7 @@ import pytest
 from offsetd.devstack.kube import KubeCluster
 from offsetd.devstack.ports import free_ports
 from offsetd.devstack.stack import Stack, StackInfo
-from tests.conftest import lane_dir
+from tests.conftest import group_of, lane_dir
 from tests.integration.kafkautil import ConnectClient
 from tests.integration.strimzi_env import StrimziNamespace, new_namespace
 
@@ -28,7 +28,7 @@ REPO = Path(__file__).resolve().parents[2]
 class _Held:
     """A stack one group of tests shares: started by the group's first test in this lane and
     stopped right after the lane's last test that needs it (`pytest_runtest_teardown`). The
-    group's tests run one after another in one lane (`--dist loadgroup`; a test outside the
+    group's tests run one after another in one lane (`LaneScheduling`; a test outside the
     group that asks for the stack fails collection), so it is never asked for again once
     stopped. Its run folder is fixed per lane, so a run killed before teardown leaves PID
     records that the next start stops first (`down` signals only processes whose start time
@@ -43,7 +43,7 @@ class _Held:
         if self.released:
             raise RuntimeError(
                 f"this lane stopped its {self.group} stack already: every test that needs it "
-                f"must be in xdist_group('{self.group}')"
+                f"must be in the group '{self.group}' (tests/conftest.py GROUPS)"
             )
         if self.value is None:
             self._stop()  # a stale one from a killed run
@@ -86,13 +86,13 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         for name, held in _HELD.items():
             if name in getattr(item, "fixturenames", ()) and group != held.group:
                 raise pytest.UsageError(
-                    f"{item.nodeid} needs {name}: mark it xdist_group('{held.group}')"
+                    f"{item.nodeid} needs {name}: put its module in the group "
+                    f"'{held.group}' (tests/conftest.py GROUPS)"
                 )
 
 
 def _group(item: pytest.Item | None) -> str | None:
-    marker = item.get_closest_marker("xdist_group") if item is not None else None
-    return str(marker.args[0]) if marker is not None and marker.args else None
+    return group_of(item.nodeid) if item is not None else None
 
 
 def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:

@@ -60,7 +60,7 @@ from tests.integration.test_guardrails import (
     poisoned_sink,
 )
 
-pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("timing")]
+pytestmark = pytest.mark.integration
 
 # The saga's moments at which the connector is STOPPED (stop:after-progress is patch:before,
 # patch:after-progress is resume:before: the same state, the same recovery).

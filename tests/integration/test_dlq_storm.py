@@ -55,11 +55,7 @@ from tests.integration.test_guardrails import daemon_setup
 # sized for CI; OFFSETD_STORM_RECORDS=1000000 gives bench/README.md's figures
 STORM = int(os.environ.get("OFFSETD_STORM_RECORDS", "60000"))
 STORM_WAIT_S = max(300, STORM // 1000)  # Connect writes ~2-4k DLQ records/s here
-pytestmark = [
-    pytest.mark.integration,
-    pytest.mark.timeout(900 + STORM // 500),
-    pytest.mark.xdist_group("timing"),
-]
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(900 + STORM // 500)]
 LATENCY_BOUND_S = 5.0
 WIDE = {"blast_radius": {"max_failing_connectors": 1000, "settle": "0s"}}
 

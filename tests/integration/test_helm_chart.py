@@ -44,7 +44,7 @@ from tests.integration.test_heal_in_the_field import (
 )
 from tests.integration.test_skip_without_dlq import config_of
 
-pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("kube"), pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 
 REPO = Path(__file__).resolve().parents[2]
 CHART = REPO / "deploy" / "helm" / "offsetd"

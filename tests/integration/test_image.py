@@ -39,7 +39,7 @@ from offsetd.devstack.stack import StackInfo
 from tests.integration.daemonproc import REPO, decide_only_config
 from tests.integration.kafkautil import unique
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(1800), pytest.mark.xdist_group("image")]
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(1800)]
 
 MAX_UNCOMPRESSED = 250 * 1000 * 1000
 CONFIG_IN_IMAGE = "/etc/offsetd/offsetd.yaml"

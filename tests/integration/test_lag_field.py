@@ -52,7 +52,7 @@ from tests.integration.lagutil import (
     query,
 )
 
-pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("timing")]
+pytestmark = pytest.mark.integration
 
 GREEN = f"{mm2.SOURCE}->{mm2.TARGET}.green"
 PREFIX = unique("field")

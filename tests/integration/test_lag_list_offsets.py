@@ -21,7 +21,7 @@ from offsetd.devstack.stack import StackInfo
 from offsetd.lag.kafka_io import EndOffsets, OffsetSpec, list_offsets
 from tests.integration.kafkautil import create_topic, unique
 
-pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("timing")]
+pytestmark = pytest.mark.integration
 
 PARTITIONS = 250
 

@@ -44,7 +44,7 @@ from tests.integration.kafkautil import json_file_sink, string_file_source, uniq
 from tests.integration.lagutil import OFFSETD
 from tests.integration.secureutil import SecureConnect, create_topic, produce
 
-pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("secure")]
+pytestmark = pytest.mark.integration
 
 CLUSTERS = ("east", "west")
 

@@ -30,7 +30,7 @@ from tests.integration.kafkautil import (
 )
 from tests.integration.test_guardrails import POISON, Setup, daemon_setup, good
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(600), pytest.mark.xdist_group("timing")]
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 
 # Other tests' failed connectors share the stack's Connect: not an outage for these tests.
 WIDE = {"blast_radius": {"max_failing_connectors": 100, "settle": "0s"}}

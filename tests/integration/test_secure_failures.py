@@ -33,7 +33,7 @@ from offsetd.devstack.tls import keytool_of, make_ca, server_certificate
 from tests.integration.daemonproc import Daemon, free_port
 from tests.integration.lagutil import OFFSETD
 
-pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("secure")]
+pytestmark = pytest.mark.integration
 
 WRONG = "wrong-Pa55word-never-shown"  # the wrong password: it must appear in no output
 TIMEOUT_S = 10.0  # what offsetd gives a login probe; plus a margin for the process to start

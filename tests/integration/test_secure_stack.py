@@ -27,7 +27,7 @@ from offsetd.devstack.stack import StackInfo
 from tests.integration.demo_checks import assert_healed
 from tests.integration.lagutil import OFFSETD
 
-pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("secure")]
+pytestmark = pytest.mark.integration
 
 
 def _run(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:

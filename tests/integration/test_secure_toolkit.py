@@ -43,7 +43,7 @@ from tests.integration.secureutil import (
     topic_texts,
 )
 
-pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("secure")]
+pytestmark = pytest.mark.integration
 
 # Not a password of the stack: what a config names through {env:} and {file:} in the wrong-
 # password tests. Distinctive, so an echo of it anywhere is found.

@@ -40,8 +40,6 @@ from tests.conftest import lane_dir
 from tests.integration.conftest import REPO
 from tests.integration.kafkautil import ConnectClient, create_topic, offset_of, unique, wait_for
 
-pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("spark")]
-
 PARTITIONS = 4
 PER_PARTITION = 20_000
 PER_TASK = 5_000  # 16 Spark tasks

@@ -43,8 +43,6 @@ from tests.integration.kafkautil import (
     wait_for,
 )
 
-pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("spark")]
-
 PARTITIONS = 8  # with records; one more partition stays empty
 PER_PARTITION = 12_500  # 100k records
 SCHEMA = "p INT, i INT, order_id BIGINT, status STRING"

@@ -41,7 +41,7 @@ from tests.integration.kafkautil import (
 )
 from tests.integration.strimzi_env import MM2_RESOURCE, StrimziNamespace, wait_state
 
-pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("kube"), pytest.mark.timeout(300)]
+pytestmark = pytest.mark.timeout(300)
 
 Factory = Callable[..., StrimziNamespace]
 LINES = 20

@@ -41,7 +41,7 @@ from tests.integration.test_guardrails import (
 from tests.integration.test_heal_in_the_field import assert_healed, quick_shipped_rules, wait_skip
 from tests.integration.test_skip_without_dlq import config_of
 
-pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("kube"), pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 
 
 def test_the_daemon_skips_a_poison_record_in_strimzi_managed_sinks_through_the_resources(

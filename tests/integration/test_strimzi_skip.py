@@ -42,7 +42,7 @@ from tests.integration.test_remediation import (
     with_saga_sections,
 )
 
-pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("kube"), pytest.mark.timeout(300)]
+pytestmark = pytest.mark.timeout(300)
 
 
 def _poisoned_sink(ns: StrimziNamespace, connect: ConnectClient, west: str, tmp: Path) -> Poisoned:
