@@ -136,7 +136,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     """xdist's scope scheduling with our scopes: a group is one unit of work (one lane, in
     order); any other test is a unit of its own."""
-    from xdist.scheduler import LoadScopeScheduling  # only under xdist
+    from xdist.scheduler import LoadScopeScheduling  # type: ignore[import-untyped]
 
     class LaneScheduling(LoadScopeScheduling):  # type: ignore[misc]
         def _split_scope(self, nodeid: str) -> str:
