@@ -11,6 +11,9 @@ needed: that keeps each scenario to what it is about, and fast.
 What each asserts, besides the audit outcome and the guard that decided: the REST calls (through
 a FaultProxy where "no writing call" must be proven), the outcome metrics of the daemon's own
 /metrics page, the quarantine topic, and the sink's committed offsets.
+
+About 3 minutes in one lane: each test starts its own daemon (~5 s) and waits for one real skip
+or hold; approve mode also waits across a daemon restart.
 """
 
 from __future__ import annotations

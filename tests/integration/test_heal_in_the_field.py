@@ -10,6 +10,9 @@ enforce), a real `offsetd run`, and the timing the field has rather than the dem
   *now* is lowest): the blast radius must hold every skip, audit each decision once, and say so
   in a metric an alert can use.
 - A restart that finds nothing FAILED any more is audited as such, not as a restart.
+
+About 3 minutes in one lane: the mid-batch heal waits out the shipped restart rule's real
+backoff (30 s, then 60 s) before the third failure skips; it is the one test that proves it.
 """
 
 from __future__ import annotations

@@ -5,6 +5,9 @@ The daemon's Kafka cluster is stopped for real (its broker process, by PID) whil
 runs: `/readyz` must turn 503 naming Kafka, `/healthz` stay 200 and the process stay up (unready,
 not dead); after the broker is started again from the same data, `/readyz` is 200 again with the
 same process. A stack of its own: stopping the shared stack's broker would disturb other tests.
+
+About 2.5 minutes in one lane: its own stack starts (~25 s), its broker is stopped for 40 s and
+started again, and Connect is stopped and started.
 """
 
 from __future__ import annotations

@@ -16,6 +16,9 @@ the identity replication policy (its copies are `<topic>` on west, the stack's a
 - a burst of new topics seen by the collector's client before they had leaders: it must recover
   within two cycles, not minutes;
 - the one-shot `offsetd lag`, timed by its own cycle.
+
+About 2.5 minutes in one lane: each status needs its time to become true (STALL after
+`stall_after`, STOP, REWIND), and a 2,000-partition burst is produced and collected.
 """
 
 from __future__ import annotations

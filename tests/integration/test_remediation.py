@@ -1,4 +1,8 @@
-"""Skipping a poison record on the real stack: exactly once, crash or no crash, never lossy."""
+"""Skipping a poison record on the real stack: exactly once, crash or no crash, never lossy.
+
+Slow on purpose (about 8 minutes in one lane): every crash point of the skip saga is a test of
+its own, ~22 s each, because each kills a real saga process and a new one recovers it.
+"""
 
 from __future__ import annotations
 

@@ -4,6 +4,9 @@ can help, with a backoff measured between the restarts Connect really received.
 The rules are the shipped examples (rules/examples), with their delays shortened to seconds
 and scoped to this test's connectors; nothing else changes. The daemon runs before the failures
 start, so it sees them as they happen.
+
+About 2.5 minutes in one lane: the backoff is measured between restarts Connect really
+received, so the (shortened) delays are waited out.
 """
 
 from __future__ import annotations

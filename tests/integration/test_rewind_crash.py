@@ -13,6 +13,9 @@ the connector is RUNNING again, one snapshot was taken and one patch applied, th
 Killed after the saga was recorded but before the write, it is rolled back: RUNNING again,
 nothing re-delivered, the saga `aborted`. Killed before anything was recorded, the decision has
 no outcome and the restarted process runs it afresh. Every way, there is one outcome in the audit.
+
+Slow on purpose (about 4 minutes in one lane): every crash point of the rewind is a real
+process killed and a new one recovering it.
 """
 
 from __future__ import annotations

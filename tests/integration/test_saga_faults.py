@@ -10,6 +10,9 @@ Policy under test (`offsetd/remediation/skip.py`): each step retries within
 `remediation.max_retries`; when the retries run out with nothing written, the connector is put
 back (outcome `failed`); when the offsets were written, it is left STOPPED
 (`offsetd_connector_left_stopped` = 1, snapshot `left-stopped`). Never STOPPED and silent.
+
+About 2.5 minutes in one lane: Connect's answers are withheld, or its JVM frozen, for as long as
+it takes each step's retries to run out.
 """
 
 from __future__ import annotations

@@ -5,6 +5,9 @@ resumed under it; offsetd stops through `spec.state`, writes the offsets through
 `alterOffsets` ConfigMap and annotation, and puts `spec.state` back exactly — also when the
 process running the saga is killed (SIGKILL-equivalent exit through the test hooks) at a step
 and a new one recovers it.
+
+About 2.5 minutes in one lane: each step waits for the stand-in operator's reconciles, and each
+crash point is a real process killed and recovered.
 """
 
 from __future__ import annotations
