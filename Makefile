@@ -2,8 +2,8 @@
 VENV := .venv/bin
 PY_SOURCES := daemon tests bench
 # Test lanes (pytest-xdist workers, each with its own stacks and ports: tests/conftest.py).
-# 3 on 2 cores: the suite mostly waits (stacks starting, timeouts waited out).
-OFFSETD_TEST_WORKERS ?= 3
+# 4 on 2 cores: the suite mostly waits (stacks starting, timeouts waited out): tests/README.md.
+OFFSETD_TEST_WORKERS ?= 4
 
 .PHONY: install install-demo lint types test check demo down
 

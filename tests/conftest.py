@@ -22,8 +22,9 @@ from __future__ import annotations
 import os
 import shutil
 import threading
+import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from pathlib import Path
 from typing import Any
 
@@ -86,12 +87,61 @@ def pytest_configure(config: pytest.Config) -> None:
     claims = lane_dir() / "port-claims"
     shutil.rmtree(claims, ignore_errors=True)  # a new run: every port of the block is free again
     os.environ[PORT_BLOCK_ENV] = f"{low}-{low + LANE_PORT_SPAN - 1}:{claims}"
+    if hasattr(config, "workerinput") or not _under_xdist(config):
+        _timeline().unlink(missing_ok=True)  # this process is the lane
+    if not hasattr(config, "workerinput"):
+        config.stash[_RUN_STARTED] = time.time()
     if (
         not hasattr(config, "workerinput")
         and not config.option.collectonly
         and _runs_integration(config)
     ):
         _start_builds()
+
+
+def _under_xdist(config: pytest.Config) -> bool:
+    return bool(getattr(config.option, "numprocesses", None)) or bool(
+        getattr(config.option, "tx", None)
+    )
+
+
+_RUN_STARTED = pytest.StashKey[float]()
+
+
+def _timeline() -> Path:
+    """One line per test this lane ran: start and end (epoch seconds) and its node id."""
+    return lane_dir() / "timeline.tsv"
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item) -> Generator[None, None, None]:
+    started = time.time()
+    yield
+    _timeline().parent.mkdir(parents=True, exist_ok=True)
+    with _timeline().open("a") as out:
+        out.write(f"{started:.3f}\t{time.time():.3f}\t{item.nodeid}\n")
+
+
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    """Per lane: how many tests, the seconds spent in them, and when its last one ended
+    (minutes into the run): a lane that ends long before the others shows a badly spread run."""
+    started = config.stash.get(_RUN_STARTED, None)
+    if started is None:
+        return
+    for folder in sorted((REPO / ".offsetd" / "lanes").glob("gw*")):
+        path = folder / "timeline.tsv"
+        if not path.is_file():
+            continue
+        rows = [line.split("\t", 2) for line in path.read_text().splitlines() if line]
+        rows = [r for r in rows if len(r) == 3 and float(r[0]) >= started]
+        if not rows:
+            continue
+        busy = sum(float(end) - float(begin) for begin, end, _ in rows)
+        ended = max(float(end) for _, end, _ in rows) - started
+        terminalreporter.write_line(
+            f"[lanes] {folder.name}: {len(rows)} tests, {busy:.0f} s in tests, "
+            f"its last test ended {ended / 60:.1f} min into the run"
+        )
 
 
 def _runs_integration(config: pytest.Config) -> bool:
