@@ -7,8 +7,9 @@ range (`offsetd.devstack.ports`: every process of the lane, its stacks and daemo
 ports of another's stacks. Without xdist the whole run is one lane, `gw0`.
 
 Modules that share a stack, or whose timing assertions must not meet each other, form a group
-(`GROUPS`); a group's tests run in one lane, one after another (`LaneScheduling`), longest
-groups first; every other test is handed to whichever lane is free. (xdist's own `--dist
+(`GROUPS`); a group's tests run in one lane, one after another (`LaneScheduling`). So do each
+other integration module's (`unit_of`); unit tests go one by one. The units with the most tests
+go first, each to whichever lane is free. (xdist's own `--dist
 loadgroup` reads the group from a suffix it writes into each node id, which pytest 9.2 no longer
 lets it change: pytest-dev/pytest-xdist#1386. The groups here are by module, and need no mark.)
 
@@ -67,6 +68,17 @@ def group_of(nodeid: str) -> str | None:
     """The group of a test (by its module), None for a test any lane may run."""
     module = nodeid.split("::", 1)[0].rsplit("/", 1)[-1].removesuffix(".py")
     return _GROUP_OF.get(module)
+
+
+def unit_of(nodeid: str) -> str:
+    """What one lane runs whole, in order: a group; an integration module (its module-scoped
+    fixtures, a sink failed once for all its tests or a daemon, are set up once, and tests that
+    build on an earlier one's state, as test_locate's do, see it); a unit test alone."""
+    group = group_of(nodeid)
+    if group is not None:
+        return f"group:{group}"
+    path = nodeid.split("::", 1)[0]
+    return path if path.startswith("tests/integration/") else nodeid
 
 
 def lane() -> str:
@@ -184,13 +196,12 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
-    """xdist's scope scheduling with our scopes: a group is one unit of work (one lane, in
-    order); any other test is a unit of its own."""
+    """xdist's scope scheduling with our units of work (`unit_of`), handed out most tests first
+    (xdist's `--loadscope-reorder`), each to one lane, its tests in order."""
     from xdist.scheduler import LoadScopeScheduling  # type: ignore[import-untyped]
 
     class LaneScheduling(LoadScopeScheduling):  # type: ignore[misc]
         def _split_scope(self, nodeid: str) -> str:
-            group = group_of(nodeid)
-            return f"group:{group}" if group is not None else nodeid
+            return unit_of(nodeid)
 
     return LaneScheduling(config, log)

