@@ -122,6 +122,14 @@ def test_missing_java_names_the_problem(tmp_path: Path) -> None:
     assert "Traceback" not in result.stderr
 
 
+def _signal_masks(pid: int) -> dict[str, int]:
+    """A process's caught, ignored and blocked signals (its main thread's), from /proc."""
+    fields = dict(
+        line.split(":\t", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines()
+    )
+    return {name: int(fields[name], 16) for name in ("SigCgt", "SigIgn", "SigBlk")}
+
+
 def test_foreground_up_stops_everything_on_ctrl_c(tmp_path: Path) -> None:
     run_dir = tmp_path / "fg"
     proc = subprocess.Popen(
@@ -135,6 +143,15 @@ def test_foreground_up_stops_everything_on_ctrl_c(tmp_path: Path) -> None:
         records = procs.load(run_dir / "processes.json")
         assert len(records) == 3
         assert all(r.matches_live_process() for r in records)
+        # the stack catches Ctrl-C, neither ignored nor blocked, whatever the test process
+        # passed down (a run once left it unanswered for 2 minutes: it now installs its own)
+        masks = _signal_masks(proc.pid)
+        bit = 1 << (signal.SIGINT - 1)
+        assert (masks["SigCgt"] & bit, masks["SigIgn"] & bit, masks["SigBlk"] & bit) == (
+            bit,
+            0,
+            0,
+        ), masks
         proc.send_signal(signal.SIGINT)
         _, stderr = proc.communicate(timeout=120)
     finally:

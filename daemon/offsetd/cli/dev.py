@@ -108,7 +108,12 @@ def up(
         stopping = True
         raise KeyboardInterrupt
 
-    previous = signal.signal(signal.SIGTERM, on_signal)
+    # Ctrl-C and SIGTERM stop the stack whatever this process inherited: a parent may have
+    # left SIGINT ignored or blocked (both survive exec), and Python then never raises
+    # KeyboardInterrupt; `stopping` also ends the wait should a library swallow it.
+    stop_signals = {signal.SIGINT, signal.SIGTERM}
+    previous = {sig: signal.signal(sig, on_signal) for sig in stop_signals}
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, stop_signals)
     try:
         info = stack.up(
             workers=workers,
@@ -125,7 +130,9 @@ def up(
         sys.exit(130)
     _print_endpoints(info)
     if detach:
-        signal.signal(signal.SIGTERM, previous)
+        for sig, handler in previous.items():
+            if handler is not None:
+                signal.signal(sig, handler)
         return
     _say("running; press Ctrl-C to stop")
     exit_code = 0
