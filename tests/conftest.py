@@ -99,8 +99,9 @@ def pytest_configure(config: pytest.Config) -> None:
     claims = lane_dir() / "port-claims"
     shutil.rmtree(claims, ignore_errors=True)  # a new run: every port of the block is free again
     os.environ[PORT_BLOCK_ENV] = f"{low}-{low + LANE_PORT_SPAN - 1}:{claims}"
-    if hasattr(config, "workerinput") or not _under_xdist(config):
-        _timeline().unlink(missing_ok=True)  # this process is the lane
+    # a new run: the lane's timeline starts empty (xdist's controller runs no test; it starts
+    # before its workers, so clearing gw0's here as well changes nothing)
+    _timeline().unlink(missing_ok=True)
     if not hasattr(config, "workerinput"):
         config.stash[_RUN_STARTED] = time.time()
     if (
@@ -109,12 +110,6 @@ def pytest_configure(config: pytest.Config) -> None:
         and _runs_integration(config)
     ):
         _start_builds()
-
-
-def _under_xdist(config: pytest.Config) -> bool:
-    return bool(getattr(config.option, "numprocesses", None)) or bool(
-        getattr(config.option, "tx", None)
-    )
 
 
 _RUN_STARTED = pytest.StashKey[float]()
