@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Sequence
 from typing import Any
 
 import faust
@@ -143,7 +144,14 @@ def _metrics_page(app: faust.App, wiring: Wiring, events_topic: Any) -> None:
     """/metrics: the daemon's registry, then MM2 lag (`offsetd.lag.ownership`): collected by
     exactly one worker, the owner of events partition 0, in a thread; a scrape appends its
     last rendered page (no work per scrape)."""
-    lag = LagOwnership(wiring.settings, wiring.connect)
+
+    async def progress(news: Sequence[tuple[str, dict[str, object]]]) -> None:
+        """A cycle's progress events, each to its connector's owner (`offsetd.lag.progress`)."""
+        sent = [await events_topic.send(key=key, value=encode_nudge(body)) for key, body in news]
+        for one in sent:
+            await one  # acknowledged
+
+    lag = LagOwnership(wiring.settings, wiring.connect, on_progress=progress)
 
     @app.task  # type: ignore[untyped-decorator]
     async def mm2_lag() -> None:

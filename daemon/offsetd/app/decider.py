@@ -22,6 +22,8 @@ from collections.abc import Iterator, Sequence
 from itertools import chain, repeat
 from typing import Any, cast
 
+from pydantic import ValidationError
+
 from offsetd.app.counters import EventCounters, LaterMetrics
 from offsetd.app.metadata import MetadataReader, Nudge
 from offsetd.app.wiring import Decoder, Wiring
@@ -29,6 +31,7 @@ from offsetd.audit import AuditError
 from offsetd.engine import Decision
 from offsetd.engine.batch import decide_batch
 from offsetd.engine.cache import StateCache
+from offsetd.engine.decide import decide_firings
 from offsetd.engine.decision import Firing
 from offsetd.engine.later import (
     PENDING_OUTCOMES,
@@ -43,7 +46,7 @@ from offsetd.engine.tally import fold_suppressed, tally_record
 from offsetd.errors import KafkaAccessDenied
 from offsetd.events.decode import Malformed, RawRecord
 from offsetd.events.frames import decode_frame, decode_nudge
-from offsetd.events.models import owner_key
+from offsetd.events.models import ProgressEvent, owner_key
 from offsetd.outcomes import PLANNED, suppressed_outcome
 from offsetd.retry import doubling, retry_call
 from offsetd.scope import scope_of, split_owner_key
@@ -200,7 +203,11 @@ class FrameDecider:
     # -- nudges ----------------------------------------------------------------------------------
 
     async def apply_news(self, key: str, news: dict[str, object]) -> None:
-        """A nudge: an executor's outcome (`settle`) or metadata now known (deferred events)."""
+        """A nudge: an executor's outcome (`settle`), metadata now known (deferred events), or
+        a progress event from the lag collector (decided like a frame of one event)."""
+        if news["type"] == "progress":
+            await self.decide_progress(key, news)
+            return
         state = self.cache.get(key)
         if not state.connector:
             return  # nothing was ever decided for it: nothing to give back or to decide
@@ -221,6 +228,38 @@ class FrameDecider:
             raise
         if made is None:
             return  # the state is as it was
+        self.cache.put(key, state)
+
+    async def decide_progress(self, key: str, news: dict[str, object]) -> None:
+        """A progress event (`offsetd.lag.progress`): decided by the connector's owner with its
+        other events and shared state; malformed news is counted and skipped like a record."""
+        try:
+            event = ProgressEvent.model_validate(news["event"])
+        except (ValidationError, KeyError) as exc:
+            self.counters.malformed(self.events_name)
+            log.warning("skipped a malformed progress nudge for %s: %s", key, exc)
+            return
+        if await self._out_of_scope(key, 1):
+            return
+        now = self.wiring.clock()
+        state = self.cache.get(key)
+        try:
+            self.counters.event(event, now)
+            decisions = decide_firings(
+                state,
+                event,
+                self.wiring.rules,
+                self.meta_of(event),
+                now,
+                self.counters.match,
+            )
+            if state.deferred:  # waiting for the connector's metadata (engine.later)
+                decisions += self.deferred(key, state, now)
+            if decisions:
+                await self.decide_all(state, decisions)
+        except BaseException:
+            self.cache.forget(key)
+            raise
         self.cache.put(key, state)
 
     def _settle(self, state: ConnectorState, told: OutcomeNews, now: int) -> list[Decision] | None:

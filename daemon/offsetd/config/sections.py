@@ -185,6 +185,30 @@ class LagSettings(ConfigModel):
     state_file: Path | None = None
 
 
+class ProgressSettings(ConfigModel):
+    """Progress read from Kafka, for failures Connect's status does not show (README
+    "Stuck connectors"): a sink's commits against its log ends, MM2 flows' statuses.
+
+    Collected with MM2 lag, every `lag.interval`, by the same single worker. `stall_after`: how
+    long a RUNNING sink task may commit nothing while records wait before it reads `stalled`;
+    default and minimum 3 x `lag.flush_interval` (Connect's `offset.flush.interval.ms`, which is
+    also how often a sink task commits: a shorter time could not tell a stall from a commit
+    still to come). `stuck_after`: how long a task may stay UNASSIGNED, RESTARTING or without
+    any status while the worker group is stable before it reads `unassigned`; the default is
+    Connect's `scheduled.rebalance.max.delay.ms` (5m, how long the group may leave a departed
+    worker's tasks unassigned on purpose) plus one minute. `events: false` exports the series
+    but sends no progress events to the rules.
+    """
+
+    enabled: bool = True
+    events: bool = True
+    stall_after: Duration | None = None
+    stuck_after: Annotated[Duration, Field(ge=10_000)] = 360_000
+
+    def stall_after_ms(self, flush_interval_ms: int) -> int:
+        return max(self.stall_after or 0, 3 * flush_interval_ms)
+
+
 class SparkSettings(ConfigModel):
     """Spark for `offsetd rewind plan` (content-based targets; see offsetd.spark).
 

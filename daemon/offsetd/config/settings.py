@@ -21,6 +21,7 @@ from offsetd.config.sections import (
     DaemonSettings,
     LagSettings,
     OffsetsSettings,
+    ProgressSettings,
     RemediationSettings,
     SparkSettings,
 )
@@ -56,6 +57,9 @@ class Settings(BaseSettings):
         default_factory=DaemonSettings
     )
     lag: Annotated[LagSettings, none_to_empty(LagSettings)] = Field(default_factory=LagSettings)
+    progress: Annotated[ProgressSettings, none_to_empty(ProgressSettings)] = Field(
+        default_factory=ProgressSettings
+    )
     spark: Annotated[SparkSettings, none_to_empty(SparkSettings)] = Field(
         default_factory=SparkSettings
     )
@@ -103,6 +107,16 @@ class Settings(BaseSettings):
                 (
                     ("offsets", "snapshots_kafka_cluster"),
                     f"unknown Kafka cluster alias {snapshots!r} (known: {known})",
+                )
+            )
+        stall_after, flush = self.progress.stall_after, self.lag.flush_interval
+        if stall_after is not None and stall_after < 3 * flush:
+            problems.append(
+                (
+                    ("progress", "stall_after"),
+                    f"must be at least 3 x lag.flush_interval ({3 * flush // 1000}s): a sink "
+                    "commits once per flush interval, so a shorter wait cannot tell a stall "
+                    "from a commit still to come",
                 )
             )
         if problems:

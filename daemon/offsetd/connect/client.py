@@ -260,6 +260,25 @@ class ConnectClient:
         )
         return ConnectorState.from_json(response.json())
 
+    async def restart_tasks(self, name: str, task_id: int | None) -> ConnectorState:
+        """Restart one task whatever its state (`POST .../tasks/{id}/restart`), or, for None,
+        the connector and every task (`includeTasks`, not `onlyFailed`); the status after."""
+        if task_id is None:
+            response = await self._call(
+                "POST",
+                _path(name, "/restart"),
+                name=name,
+                what="restart the connector and its tasks",
+                params={"includeTasks": "true", "onlyFailed": "false"},
+            )
+            if response.status_code == 202 and response.content:
+                return ConnectorState.from_json(response.json())
+        else:
+            await self._call(
+                "POST", _path(name, f"/tasks/{task_id}/restart"), name=name, what="restart a task"
+            )
+        return await self.status(name)
+
     async def patch_offsets(self, name: str, entries: list[OffsetEntry]) -> str:
         """PATCH the listed partitions; returns Connect's message (see FRAMEWORK_ONLY_PREFIX)."""
         body = {"offsets": [e.as_json() for e in entries]}

@@ -53,7 +53,7 @@ from offsetd.events.models import EventKind, RecordRef
 from offsetd.rules.matching import AnyEvent, CompiledAction, CompiledRule, RuleSet
 from offsetd.rules.models import ConnectorMeta
 
-__all__ = ["decide", "decide_firings", "defer", "prune"]
+__all__ = ["decide", "decide_firings", "defer", "new_episode", "prune"]
 
 SWEEP_EVERY_MS = 60_000  # event time between two pruning sweeps of a connector's state
 # Count keys kept per rule and connector. A DLQ flood of distinct records must not grow the
@@ -127,6 +127,8 @@ def _decide(
     kind = event.kind
     if kind is EventKind.TASK_STATUS or kind is EventKind.CONNECTOR_STATUS:
         _update_status(state, event, time_ms)
+    elif kind is EventKind.PROGRESS and not new_episode(state, event):
+        return []
 
     if time_ms >= fields["next_sweep_ms"]:
         prune(state, rules)
@@ -204,6 +206,39 @@ def defer(state: ConnectorState, event: Any, rules: RuleSet, now_ms: int) -> boo
     if len(deferred) >= MAX_DEFERRED:
         del deferred[: len(deferred) - MAX_DEFERRED + 1]
     deferred.append({"time_ms": time_ms, "deferred_ms": now_ms, "event": data})
+    return True
+
+
+def new_episode(state: ConnectorState, event: Any) -> bool:
+    """Whether the rules should see this progress event (and, if so, it is recorded).
+
+    The collector sends a state that is not `ok` every cycle while it holds, and after a daemon
+    restart it finds the same stall again. The rules see an *episode* once: a state under one
+    status record of the task (else of the connector). A restart, a rebalance or a resume
+    writes a new status record, so a stall after it is a new episode — once that status has
+    held for the event's `grace_ms` (the first interval after a restart, a rebalance or a
+    creation is never stuck). An episode that still holds `grace_ms` after the rules last saw
+    it is shown again (a task that hangs before it writes any status never gets a new record:
+    its restarts did not help, and the rules' budgets must be able to run out). The episodes
+    live in the connector's state, which survives a daemon restart. `ok` ends an episode.
+    """
+    task_key = "" if event.task_id is None else str(event.task_id)
+    status = state.tasks.get(event.task_id) if event.task_id is not None else None
+    if status is None:
+        status = state.connector_status
+    status_ms = status["time_ms"] if status is not None else 0
+    if event.progress == "ok":
+        return state.progress.pop(task_key, None) is not None
+    time_ms = event.source.timestamp_ms
+    if time_ms - status_ms < event.grace_ms:
+        return False  # the status is too fresh to judge: the collector says it again
+    episode = f"{event.progress}@{status_ms}"
+    previous = state.progress.get(task_key)
+    if previous is not None:
+        seen, _, shown_ms = previous.rpartition("@")
+        if seen == episode and time_ms - int(shown_ms) < event.grace_ms:
+            return False
+    state.progress[task_key] = f"{episode}@{time_ms}"
     return True
 
 
@@ -441,6 +476,10 @@ def _summary(event: Any) -> EventSummary:
             "root_cause_class": error.root_cause_class if error is not None else None,
             "stage": error.stage if error is not None else None,
             "record": event.record if event.kind is EventKind.DLQ_RECORD else None,
+            "progress": getattr(event, "progress", None),
+            "held_ms": getattr(event, "held_ms", None),
+            "detail": getattr(event, "detail", None) or None,
+            "stuck_with": getattr(event, "stuck_in_cluster", ()),
         }
     )
 
@@ -453,7 +492,7 @@ def _plan_action(
     planned: bool,
 ) -> dict[str, Any]:
     params = action.params
-    if action.backoff is not None:  # restart-failed-tasks
+    if action.backoff is not None:  # restart-failed-tasks, restart-tasks
         delay, attempt = backoff_delay(state.restart_backoff, time_ms, action.backoff)
         params = {**params, "attempt": attempt, "delay_ms": delay, "not_before_ms": time_ms + delay}
         if planned:

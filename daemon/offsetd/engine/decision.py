@@ -62,6 +62,11 @@ class EventSummary(_Frozen):
     root_cause_class: str | None = None
     stage: str | None = None
     record: RecordRef | None = None
+    # progress events: the state, how long it held, and the figures in words
+    progress: str | None = None
+    held_ms: int | None = None
+    detail: str | None = None
+    stuck_with: tuple[str, ...] = ()  # the connectors stuck in the same cycle (blast radius)
 
 
 class DecisionInputs(_Frozen):

@@ -74,6 +74,8 @@ NOT_RUN_OUTCOMES = frozenset(
 #: Not an end: the decision may still run (an approval outlives a restart; a paused decision
 #: runs after `offsetd resume-automation` if its failure still holds, else `not_needed` gives
 #: its limits back then).
+#: The actions planned with a restart backoff (their `attempt` is given back when not run).
+RESTART_ACTIONS = frozenset({"restart-failed-tasks", "restart-tasks"})
 PENDING_OUTCOMES = frozenset({"awaiting_approval", "suppressed_paused"})
 
 _EVENT: TypeAdapter[Any] = TypeAdapter(Event)
@@ -101,7 +103,7 @@ class OutcomeNews(TypedDict):
 
 def outcome_news(decision: Decision, outcome: str, would_be: str | None = None) -> OutcomeNews:
     attempt = next(
-        (a.params.get("attempt") for a in decision.actions if a.type == "restart-failed-tasks"),
+        (a.params.get("attempt") for a in decision.actions if a.type in RESTART_ACTIONS),
         None,
     )
     return {

@@ -141,6 +141,9 @@ class ConnectorState(BaseModel):
     # latest planned decision (its incident); bounded by the rules and reasons
     suppressed: dict[str, Tally] = Field(default_factory=dict)
     incidents: dict[str, str] = Field(default_factory=dict)
+    # progress episodes shown to the rules, by task id ("" the connector):
+    # "<state>@<status time ms>@<when shown ms>"; an `ok` task has none (decide.new_episode)
+    progress: dict[str, str] = Field(default_factory=dict)
 
     def to_json(self) -> str:
         return self.model_dump_json()

@@ -1,4 +1,5 @@
-"""The typed events the daemon reacts to, decoded from Connect's status, DLQ and offsets topics.
+"""The typed events the daemon reacts to: decoded from Connect's status, DLQ and offsets topics,
+and the progress the lag collector reads from Kafka (`ProgressEvent`).
 
 Every event carries its `source` (topic, partition, offset, timestamp): the timestamp is the
 event time every window and cooldown uses, and (topic, partition, offset) makes counting
@@ -14,6 +15,8 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 __all__ = [
+    "PROGRESS_SOURCE_TOPIC",
+    "PROGRESS_STATES",
     "TRACE_HEAD_CHARS",
     "ConnectorStatusEvent",
     "DlqRecordEvent",
@@ -21,6 +24,8 @@ __all__ = [
     "Event",
     "EventKind",
     "JsonScalar",
+    "ProgressEvent",
+    "ProgressState",
     "RecordRef",
     "SourceOffsetEvent",
     "SourceRecord",
@@ -56,6 +61,7 @@ class EventKind(enum.StrEnum):
     TOPIC_STATUS = "topic_status"
     DLQ_RECORD = "dlq_record"
     SOURCE_OFFSET = "source_offset"
+    PROGRESS = "progress"
 
 
 class ErrorInfo(_Frozen):
@@ -149,8 +155,48 @@ class SourceOffsetEvent(_Event):
     offset: dict[str, JsonScalar] | None
 
 
+ProgressState = Literal["ok", "lagging", "stalled", "unassigned", "inactive"]
+PROGRESS_STATES: tuple[ProgressState, ...] = ("ok", "lagging", "stalled", "unassigned", "inactive")
+#: The `source.topic` of a progress event: no Kafka record carries it. Its offset is the
+#: collector's cycle time in ms times 1,000 plus its index in that cycle, so it only grows for
+#: one connector and a nudge read twice is ignored like any replayed record.
+PROGRESS_SOURCE_TOPIC = "~progress"
+
+
+class ProgressEvent(_Event):
+    """What Kafka says of a connector's progress, when Connect's status says nothing is wrong.
+
+    Made by the lag collector (`offsetd.lag.progress`), which compares a sink's committed
+    offsets with the log ends and reads MM2's flow statuses, and sent to the connector's owner
+    as a nudge: one owner decides it with the connector's other events. A state that is not
+    `ok` is sent again every cycle while it holds; the engine decides each *episode* once
+    (`offsetd.engine.decide`). `task_id` is None when the connector as a whole is meant (an
+    MM2 flow, a sink partition no task holds). `grace_ms`: how long a task must have held its
+    latest status (a restart, a rebalance, a creation) before this state counts.
+    """
+
+    kind: Literal[EventKind.PROGRESS] = EventKind.PROGRESS
+    task_id: int | None = None
+    progress: ProgressState
+    since_ms: int  # when the collector first saw this state
+    held_ms: int = 0  # how long the state has held when sent
+    grace_ms: int = 0
+    records_waiting: int | None = None
+    oldest_waiting_seconds: float | None = None
+    flow_status: str | None = None  # MM2 flows: the lag collector's OK/WARN/STALL/STOP/REWIND
+    detail: str = ""  # in words, for the audit and a person
+    # the Connect cluster's connectors stalled or unassigned in the same cycle (this one too):
+    # the blast radius counts them as failing, since many stuck at once is an outage
+    stuck_in_cluster: tuple[str, ...] = ()
+
+
 Event = Annotated[
-    ConnectorStatusEvent | TaskStatusEvent | TopicStatusEvent | DlqRecordEvent | SourceOffsetEvent,
+    ConnectorStatusEvent
+    | TaskStatusEvent
+    | TopicStatusEvent
+    | DlqRecordEvent
+    | SourceOffsetEvent
+    | ProgressEvent,
     Field(discriminator="kind"),
 ]
 

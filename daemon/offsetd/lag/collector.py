@@ -50,13 +50,15 @@ from offsetd.lag.kafka_io import (
 )
 from offsetd.lag.mirror_offsets import MirrorOffsets
 from offsetd.lag.mirror_offsets import Position as MirrorPosition
+from offsetd.lag.progress import ProgressReport, ProgressTracker
+from offsetd.lag.sinks import SinkReader
 from offsetd.lag.snapshot import (
     ConnectorHealth,
     HeartbeatAge,
     PartitionLag,
     Snapshot,
 )
-from offsetd.lag.status import Sample, Status, add_sample, evaluate
+from offsetd.lag.status import Sample, Status, add_sample, evaluate, worst
 from offsetd.lag.window_store import WindowKey, load_windows, save_windows
 from offsetd.offsets.model import ConnectorKind
 
@@ -74,6 +76,7 @@ STAGES = (
     "heartbeats",
     "checkpoints",
     "group_offsets",
+    "sinks",
     "persist",
 )
 
@@ -176,6 +179,17 @@ class Collector:
         self._running_since: dict[ConnectorKey, int | None] = {}
         self._end_offsets: dict[str, EndOffsets] = {}  # per source cluster: requests reused
         self._ends: dict[str, dict[TP, int]] = {}  # per source cluster: the last log ends
+        # sink progress and stuck tasks (offsetd.lag.progress); None: not collected
+        progress = settings.progress
+        self.progress: ProgressTracker | None = None
+        if progress.enabled:
+            self.progress = ProgressTracker(
+                stall_after_ms=progress.stall_after_ms(self.lag.flush_interval),
+                stuck_after_ms=progress.stuck_after,
+                slo_seconds=self.lag.slo_seconds,
+            )
+        self._sink_readers: dict[str, SinkReader] = {}  # per Connect cluster
+        self.reports: list[ProgressReport] = []  # the last cycle's, for the daemon to send
 
     # -- clients --------------------------------------------------------------------------------
 
@@ -253,6 +267,7 @@ class Collector:
             self._order = self._sorted_keys()
             self._layout_changed = False
         partitions = [rows[tp] for rows, tp in self._order]
+        self.reports = self._progress_cycle(now_ms, errors)
         if now_ms - self._persisted_ms >= min(_PERSIST_EVERY_MS, self.lag.window // 12):
             self._persisted_ms = now_ms
             try:
@@ -270,7 +285,55 @@ class Collector:
             refresh_seconds=time.monotonic() - started,
             slo_seconds=self.lag.slo_seconds,
             errors=errors,
+            sink_partitions=tuple(self.progress.partitions) if self.progress else (),
+            progress=tuple(self.progress.states) if self.progress else (),
+            stall_after_seconds=self.progress.stall_after_ms / 1000 if self.progress else None,
         )
+
+    def _progress_cycle(self, now_ms: int, errors: dict[str, str]) -> list[ProgressReport]:
+        """Sink progress read, MM2 flows' statuses gathered, every task judged."""
+        if self.progress is None:
+            return []
+        partitions: dict[ConnectorKey, Any] = {}
+        holders: dict[ConnectorKey, Any] = {}
+        stable: dict[str, bool | None] = {}
+        for name, view in sorted(self._views.items()):
+            cluster = self.settings.connect_clusters.get(name)
+            if cluster is None:
+                continue
+            sinks = [
+                (health, view.configs.get(health.name, {}))
+                for health in view.connectors
+                if health.connector_type == "sink"
+            ]
+            try:
+                read = self._sink_reader(name).read(
+                    name, cluster.group_id, sinks, cluster.consumer_auto_offset_reset, errors
+                )
+            except Exception as exc:  # the rest of the cycle carries on
+                errors[f"sinks:{name}"] = str(exc)
+                stable[name] = None
+                continue
+            partitions.update(read.partitions)
+            holders.update(read.holders)
+            stable[name] = read.group_stable
+        flows = {
+            key: worst(row.status for row in rows.values())
+            for key, rows in self._rows.items()
+            if rows
+        }
+        connectors = [c for view in self._views.values() for c in view.connectors]
+        return self.progress.observe(now_ms, connectors, partitions, holders, flows, stable)
+
+    def _sink_reader(self, connect_cluster: str) -> SinkReader:
+        reader = self._sink_readers.get(connect_cluster)
+        if reader is None:
+            cluster = self.settings.connect_clusters[connect_cluster]
+            conf = self.settings.kafka_clusters[cluster.kafka_cluster].client_config()
+            reader = self._sink_readers[connect_cluster] = SinkReader(
+                conf, self._admin(conf), lambda: self._fetcher(conf)
+            )
+        return reader
 
     def _read_connect(self, errors: dict[str, str]) -> None:
         for name, cluster in sorted(self.settings.connect_clusters.items()):

@@ -43,6 +43,8 @@ class ConnectView:
     flows: list[MirrorFlow] = field(default_factory=list)
     # MirrorSourceConnector -> its tasks' assigned (topic, partition)s; absent while stopped
     assigned: dict[str, set[tuple[str, int]]] = field(default_factory=dict)
+    # every connector's config (sink progress reads `topics`, `topics.regex` and the group)
+    configs: dict[str, dict[str, str]] = field(default_factory=dict)
 
 
 def parse_assigned(value: str) -> set[tuple[str, int]]:
@@ -82,6 +84,13 @@ async def read_connect(name: str, cluster: ConnectCluster, timeout_s: float = 15
             kind = connector_kind(config.get("connector.class", ""), str(info.get("type", "")))
             flow = _flow(name, connector, config, kind) if kind.is_mirror else None
             tasks = tuple(sorted((int(t["id"]), str(t["state"])) for t in status.get("tasks", [])))
+            workers = tuple(
+                sorted((int(t["id"]), str(t.get("worker_id", ""))) for t in status.get("tasks", []))
+            )
+            configured = tuple(
+                sorted(int(t["task"]) for t in info.get("tasks") or [] if "task" in t)
+            )
+            view.configs[connector] = config
             view.connectors.append(
                 ConnectorHealth(
                     name,
@@ -91,6 +100,9 @@ async def read_connect(name: str, cluster: ConnectCluster, timeout_s: float = 15
                     tasks,
                     flow.source if flow else None,
                     flow.target if flow else None,
+                    str(info.get("type") or status.get("type") or ""),
+                    configured,
+                    workers,
                 )
             )
             if flow is None:

@@ -20,16 +20,21 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from offsetd.config import Settings
 from offsetd.lag.collector import Collector
 from offsetd.lag.exposition import render
+from offsetd.lag.progress import progress_news
 from offsetd.lag.snapshot import Snapshot
 
-__all__ = ["STATE_FILE_NAME", "LagExporter"]
+__all__ = ["STATE_FILE_NAME", "LagExporter", "ProgressSink"]
+
+#: Where a cycle's progress events go (the daemon: nudges to each connector's owner), called in
+#: the collection thread; it returns once they are sent.
+ProgressSink = Callable[[Sequence[tuple[str, dict[str, object]]]], None]
 
 STATE_FILE_NAME = "mm2-lag-windows.json"
 log = logging.getLogger(__name__)
@@ -47,8 +52,10 @@ class LagExporter:
         state_file: Path | None = None,
         read_only_state: bool = False,
         refusals_fatal: bool = False,
+        on_progress: ProgressSink | None = None,
     ) -> None:
         self.settings = settings
+        self.on_progress = on_progress if settings.progress.events else None
         path = state_file or settings.lag.state_file or settings.daemon.data_dir / STATE_FILE_NAME
         self._collector = Collector(
             settings,
@@ -82,7 +89,20 @@ class LagExporter:
             self.cycles += 1
         for stage, message in snapshot.errors.items():
             log.warning("mm2 lag: %s: %s", stage, message)
+        self._send_progress(snapshot)
         return snapshot
+
+    def _send_progress(self, snapshot: Snapshot) -> None:
+        tracker = self._collector.progress
+        reports = self._collector.reports
+        if self.on_progress is None or tracker is None or not reports:
+            return
+        clusters = {r.progress.connect_cluster for r in reports}
+        stuck = {cluster: tracker.stuck(cluster) for cluster in clusters}
+        try:
+            self.on_progress(progress_news(reports, snapshot.taken_ms, stuck))
+        except Exception:  # the next cycle sends the stuck states again
+            log.exception("could not send %d progress event(s)", len(reports))
 
     def snapshot(self) -> Snapshot | None:
         return self._snapshot

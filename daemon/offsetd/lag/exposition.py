@@ -26,6 +26,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
+from offsetd.events.models import PROGRESS_STATES
 from offsetd.lag.snapshot import PartitionLag, Snapshot
 from offsetd.lag.snapshot import escape_label as _escape
 from offsetd.lag.status import SEVERITY, Status, worst
@@ -128,6 +129,34 @@ METRICS = _families(
         "offsetd_connector_task_state",
         "gauge",
         "1 for the task's current state in Connect REST, 0 for the other states.",
+    ),
+    MetricFamily(
+        "offsetd_sink_lag_records",
+        "gauge",
+        "Records waiting for a sink connector: the log end minus its group's committed offset "
+        "(task: the sink task whose consumer holds the partition).",
+    ),
+    MetricFamily(
+        "offsetd_sink_lag_seconds",
+        "gauge",
+        "Age of the oldest record waiting for a sink connector (its timestamp); 0 when none waits.",
+    ),
+    MetricFamily(
+        "offsetd_connector_progress",
+        "gauge",
+        "1 for the task's progress state read from Kafka (ok, lagging, stalled, unassigned, "
+        'inactive), 0 for the others; task="": the connector as a whole.',
+    ),
+    MetricFamily(
+        "offsetd_connector_progress_state_seconds",
+        "gauge",
+        "How long the task's current progress state has held.",
+    ),
+    MetricFamily(
+        "offsetd_progress_stall_after_seconds",
+        "gauge",
+        "progress.stall_after: how long a RUNNING sink task may commit nothing while records "
+        "wait before it reads stalled.",
     ),
     MetricFamily(
         "offsetd_mm2_lag_refresh_duration_seconds",
@@ -326,6 +355,7 @@ def render(
         [f"offsetd_mm2_lag_slo_seconds {_num(snapshot.slo_seconds)}\n"],
     )
     _connect_states(page, snapshot)
+    _progress(page, snapshot)
     page.family(
         "offsetd_mm2_lag_refresh_duration_seconds",
         [f"offsetd_mm2_lag_refresh_duration_seconds {_num(snapshot.refresh_seconds)}\n"],
@@ -448,3 +478,37 @@ def _connect_states(page: _Page, snapshot: Snapshot) -> None:
             )
     page.family("offsetd_connector_state", connectors)
     page.family("offsetd_connector_task_state", tasks)
+
+
+def _progress(page: _Page, snapshot: Snapshot) -> None:
+    now = snapshot.taken_ms
+    parts = snapshot.sink_partitions
+    page.family(
+        "offsetd_sink_lag_records",
+        (f"offsetd_sink_lag_records{{{p.labels}}} {p.waiting}\n" for p in parts),
+    )
+    page.family(
+        "offsetd_sink_lag_seconds",
+        (f"offsetd_sink_lag_seconds{{{p.labels}}} {_num(p.lag_seconds(now))}\n" for p in parts),
+    )
+    states: list[str] = []
+    held: list[str] = []
+    for t in snapshot.progress:
+        task = "" if t.task_id is None else str(t.task_id)
+        base = _labels(
+            (("connect_cluster", t.connect_cluster), ("connector", t.connector), ("task", task))
+        )
+        states.extend(
+            f'offsetd_connector_progress{{{base},state="{s}"}} {1 if s == t.state else 0}\n'
+            for s in PROGRESS_STATES
+        )
+        held.append(
+            f"offsetd_connector_progress_state_seconds{{{base}}} {_num(t.held_ms(now) / 1000.0)}\n"
+        )
+    page.family("offsetd_connector_progress", states)
+    page.family("offsetd_connector_progress_state_seconds", held)
+    stall = snapshot.stall_after_seconds
+    page.family(
+        "offsetd_progress_stall_after_seconds",
+        [f"offsetd_progress_stall_after_seconds {_num(stall)}\n"] if stall is not None else [],
+    )

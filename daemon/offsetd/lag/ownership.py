@@ -23,7 +23,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
+from typing import Any
 
 from offsetd.config import ConnectCluster, Settings
 from offsetd.lag.exporter import LagExporter
@@ -43,14 +44,18 @@ class LagOwnership:
         settings: Settings,
         connect: Mapping[str, ConnectCluster],
         *,
-        exporter_factory: Callable[[Settings], LagExporter] = LagExporter,
+        exporter_factory: Callable[..., LagExporter] = LagExporter,
         poll_s: float = 2.0,
+        on_progress: Callable[[Sequence[tuple[str, dict[str, object]]]], Coroutine[Any, Any, None]]
+        | None = None,
     ) -> None:
         self.enabled = settings.lag.enabled and bool(connect)
         self._settings = settings.model_copy(update={"connect_clusters": dict(connect)})
         self._factory = exporter_factory
         self.poll_s = poll_s
         self._exporter: LagExporter | None = None
+        self._on_progress = on_progress
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     @property
     def active(self) -> bool:
@@ -71,6 +76,7 @@ class LagOwnership:
         """
         if not self.enabled:
             return
+        self._loop = asyncio.get_running_loop()
         lease = (topic, LEASE_PARTITION)
         try:
             while True:
@@ -86,10 +92,19 @@ class LagOwnership:
         finally:
             await asyncio.shield(self.set_owned(False))
 
+    def _deliver(self, news: Sequence[tuple[str, dict[str, object]]]) -> None:
+        """In the collection thread: hand a cycle's progress events to the event loop and wait
+        until they are sent (so a cycle never overtakes the previous one's events)."""
+        loop, send = self._loop, self._on_progress
+        if loop is None or send is None:
+            return
+        asyncio.run_coroutine_threadsafe(send(news), loop).result(timeout=60.0)
+
     async def set_owned(self, owned: bool) -> None:
         """Start a fresh exporter on gaining the lease, stop it on losing it."""
         if owned and self._exporter is None:
-            exporter = await asyncio.to_thread(self._factory, self._settings)
+            extra = {"on_progress": self._deliver} if self._on_progress is not None else {}
+            exporter = await asyncio.to_thread(self._factory, self._settings, **extra)
             exporter.start()
             self._exporter = exporter
             log.info("mm2 lag: this worker owns the lease (events partition 0): collecting")

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from offsetd.events.models import ProgressState
 from offsetd.lag.status import Status
 
 __all__ = [
@@ -12,7 +13,9 @@ __all__ = [
     "ConnectorHealth",
     "HeartbeatAge",
     "PartitionLag",
+    "SinkPartition",
     "Snapshot",
+    "TaskProgress",
     "escape_label",
 ]
 
@@ -97,6 +100,9 @@ class ConnectorHealth:
     tasks: tuple[tuple[int, str], ...]
     source: str | None = None  # MM2 connectors only
     target: str | None = None
+    connector_type: str = ""  # sink, source (Connect's `type`), "" unknown
+    configured_tasks: tuple[int, ...] = ()  # the task ids of its task configs
+    task_workers: tuple[tuple[int, str], ...] = ()  # (task id, worker id), tasks with a status
 
     @property
     def running(self) -> bool:
@@ -150,6 +156,79 @@ class CheckpointLag:
         }
 
 
+@dataclass(frozen=True, slots=True)
+class SinkPartition:
+    """One partition a sink connector consumes: where its group stands against the log end."""
+
+    connect_cluster: str
+    connector: str
+    topic: str
+    partition: int
+    committed: int | None  # the group's committed offset (None: nothing committed yet)
+    end: int  # the log end (the last stable offset)
+    waiting: int  # records between the committed offset (or where it starts) and the end
+    oldest_waiting_ms: int | None  # the oldest waiting record's timestamp, when read
+    task_id: int | None = None  # whose consumer holds it (set by the tracker)
+    labels: str = field(default="", compare=False, repr=False)
+
+    def lag_seconds(self, now_ms: int) -> float:
+        if self.waiting <= 0 or self.oldest_waiting_ms is None:
+            return 0.0
+        return max(0.0, (now_ms - self.oldest_waiting_ms) / 1000.0)
+
+    def as_json(self, now_ms: int) -> dict[str, Any]:
+        return {
+            "connect_cluster": self.connect_cluster,
+            "connector": self.connector,
+            "task": self.task_id,
+            "topic": self.topic,
+            "partition": self.partition,
+            "committed_offset": self.committed,
+            "end_offset": self.end,
+            "lag_records": self.waiting,
+            "lag_seconds": self.lag_seconds(now_ms),
+        }
+
+    def label_text(self) -> str:
+        task = "" if self.task_id is None else str(self.task_id)
+        return (
+            f'connect_cluster="{escape_label(self.connect_cluster)}",'
+            f'connector="{escape_label(self.connector)}",task="{task}",'
+            f'topic="{escape_label(self.topic)}",partition="{self.partition}"'
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class TaskProgress:
+    """The progress state of one task (task_id None: the connector as a whole)."""
+
+    connect_cluster: str
+    connector: str
+    task_id: int | None
+    state: ProgressState
+    since_ms: int
+    records_waiting: int | None = None
+    oldest_waiting_seconds: float | None = None
+    flow_status: str | None = None
+    detail: str = ""
+
+    def held_ms(self, now_ms: int) -> int:
+        return max(0, now_ms - self.since_ms)
+
+    def as_json(self, now_ms: int) -> dict[str, Any]:
+        return {
+            "connect_cluster": self.connect_cluster,
+            "connector": self.connector,
+            "task": self.task_id,
+            "state": self.state,
+            "held_seconds": self.held_ms(now_ms) / 1000.0,
+            "records_waiting": self.records_waiting,
+            "oldest_waiting_seconds": self.oldest_waiting_seconds,
+            "flow_status": self.flow_status,
+            "detail": self.detail,
+        }
+
+
 @dataclass(frozen=True)
 class Snapshot:
     taken_ms: int
@@ -160,6 +239,10 @@ class Snapshot:
     refresh_seconds: float = 0.0
     slo_seconds: float = 300.0
     errors: dict[str, str] = field(default_factory=dict)  # stage -> last error this cycle
+    # sink progress (`offsetd.lag.progress`): each sink partition, each task's state
+    sink_partitions: tuple[SinkPartition, ...] = ()
+    progress: tuple[TaskProgress, ...] = ()
+    stall_after_seconds: float | None = None  # None: progress is not collected
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -190,5 +273,7 @@ class Snapshot:
                 for h in self.heartbeats
             ],
             "checkpoints": [c.as_json() for c in self.checkpoints],
+            "sinks": [p.as_json(self.taken_ms) for p in self.sink_partitions],
+            "progress": [p.as_json(self.taken_ms) for p in self.progress],
             "errors": dict(self.errors),
         }

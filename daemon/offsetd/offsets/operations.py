@@ -332,6 +332,10 @@ class OffsetsService:
         marked RESTARTING in the answer."""
         return await self.client.restart_failed(connector)
 
+    async def restart_tasks(self, connector: str, task_id: int | None) -> ConnectorState:
+        """Restart one task whatever its state, or the connector and all its tasks (None)."""
+        return await self.client.restart_tasks(connector, task_id)
+
     async def put_config(self, connector: str, config: dict[str, str]) -> None:
         """Replace the connector's config (REST: PUT .../config)."""
         await self.client.put_config(connector, config)

@@ -342,6 +342,10 @@ class Remediator:
             failing, failing_names = await self._reads.failing_connectors(
                 decision.connect_cluster, cluster
             )
+            stuck = decision.inputs.trigger.stuck_with  # progress: many stuck is an outage too
+            if stuck and failing is not None:
+                names = sorted({*failing_names, *stuck})
+                failing, failing_names = len(names), tuple(names)
         meta = await self._reads.meta(decision, cluster)
         return evaluate(
             decision,

@@ -71,7 +71,7 @@ __all__ = [
 PROCEED = "proceed"
 #: Actions that call a writing Connect endpoint.
 WRITING_ACTIONS = frozenset(
-    {"restart-failed-tasks", "skip-record", "pause", "stop", "resume", "rewind"}
+    {"restart-failed-tasks", "restart-tasks", "skip-record", "pause", "stop", "resume", "rewind"}
 )
 #: Actions that move a connector's offsets: only for allowlisted classes.
 OFFSET_ACTIONS = frozenset({"skip-record", "rewind"})

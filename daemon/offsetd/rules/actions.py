@@ -1,4 +1,5 @@
-"""The action catalogue of a rule: restart, skip a record, pause, stop, resume, rewind, notify.
+"""The action catalogue of a rule: restart (failed or named tasks), skip a record, pause,
+stop, resume, rewind, notify.
 
 `Action` is the union the rule format accepts, discriminated by `type`. Actions are data: a
 notify `summary` is plain text (never a template), a webhook URL never appears in messages.
@@ -25,6 +26,7 @@ __all__ = [
     "Notify",
     "Pause",
     "RestartFailedTasks",
+    "RestartTasks",
     "Resume",
     "Rewind",
     "SkipRecord",
@@ -58,6 +60,15 @@ class RestartFailedTasks(RuleModel):
     """Restart the connector's failed tasks (Connect never restarts a failed task by itself)."""
 
     type: Literal["restart-failed-tasks"]
+    backoff: Backoff = Field(default_factory=Backoff)
+
+
+class RestartTasks(RuleModel):
+    """Restart the task the event names whatever its state (a hung task says RUNNING), or every
+    task of the connector when it names none (an MM2 flow): for progress events, where nothing
+    is FAILED and `restart-failed-tasks` would restart nothing."""
+
+    type: Literal["restart-tasks"]
     backoff: Backoff = Field(default_factory=Backoff)
 
 
@@ -142,11 +153,12 @@ class Notify(RuleModel):
 
 
 Action = Annotated[
-    RestartFailedTasks | SkipRecord | Pause | Stop | Resume | Rewind | Notify,
+    RestartFailedTasks | RestartTasks | SkipRecord | Pause | Stop | Resume | Rewind | Notify,
     Field(discriminator="type"),
 ]
 ACTION_TYPES = (
     "restart-failed-tasks",
+    "restart-tasks",
     "skip-record",
     "pause",
     "stop",

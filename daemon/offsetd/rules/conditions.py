@@ -111,6 +111,16 @@ def _state(name: str, value: Any) -> Condition:
     )
 
 
+def _progress(name: str, value: Any) -> Condition:
+    states = frozenset(value)
+    return Condition(
+        name,
+        lambda e, _m: getattr(e, "progress", None) in states,
+        " or ".join(sorted(states)),
+        lambda e, _m: str(getattr(e, "progress", None)),
+    )
+
+
 def _stage(name: str, value: Any) -> Condition:
     stages = frozenset(value)
 
@@ -270,6 +280,7 @@ _BUILDERS: dict[str, Callable[[str, Any], Condition]] = {
     "connector_type": _connector_type,
     "task_id": _task_id,
     "state": _state,
+    "progress": _progress,
     "stage": _stage,
     "failure": _failure,
     "exception_class": _exception_class,

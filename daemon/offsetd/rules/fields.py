@@ -20,7 +20,7 @@ from pydantic import (
 )
 
 from offsetd.events.failures import FailureClass
-from offsetd.events.models import EventKind
+from offsetd.events.models import EventKind, ProgressState
 from offsetd.saferegex import check_regex
 
 __all__ = [
@@ -32,6 +32,7 @@ __all__ = [
     "Kinds",
     "Pattern",
     "Patterns",
+    "Progresses",
     "RegexPattern",
     "RegexStr",
     "Regexes",
@@ -57,6 +58,10 @@ def unique(values: list[Any]) -> list[Any]:
             raise ValueError(f"{value!r} is listed twice")
         seen.append(value)
     return values
+
+
+def _lower(value: Any) -> Any:
+    return value.lower() if isinstance(value, str) else value
 
 
 def _upper(value: Any) -> Any:
@@ -148,6 +153,12 @@ Stages = Annotated[
 Failures = Annotated[
     list[FailureClass],
     BeforeValidator(listify, json_schema_input_type=FailureClass | list[FailureClass]),
+    Field(min_length=1),
+    AfterValidator(unique),
+]
+Progresses = Annotated[
+    list[Annotated[ProgressState, BeforeValidator(_lower)]],
+    BeforeValidator(listify, json_schema_input_type=ProgressState | list[ProgressState]),
     Field(min_length=1),
     AfterValidator(unique),
 ]

@@ -16,6 +16,7 @@ from offsetd.rules.fields import (
     Failures,
     Kinds,
     Patterns,
+    Progresses,
     Regexes,
     RuleModel,
     Stages,
@@ -36,8 +37,11 @@ CONDITION_KINDS: dict[str, frozenset[EventKind]] = {
     "connector": _ALL,
     "connector_class": _ALL,
     "connector_type": _ALL,
-    "task_id": frozenset({EventKind.TASK_STATUS, EventKind.DLQ_RECORD, EventKind.TOPIC_STATUS}),
+    "task_id": frozenset(
+        {EventKind.TASK_STATUS, EventKind.DLQ_RECORD, EventKind.TOPIC_STATUS, EventKind.PROGRESS}
+    ),
     "state": _STATUS,
+    "progress": frozenset({EventKind.PROGRESS}),
     "stage": frozenset({EventKind.DLQ_RECORD}),
     "failure": _ERRORS,
     "exception_class": _ERRORS,
@@ -62,6 +66,13 @@ class Unless(RuleModel):
     )
     task_id: TaskIds | None = None
     state: States | None = Field(None, description="Status states, e.g. FAILED.")
+    progress: Progresses | None = Field(
+        None,
+        description="Progress states read from Kafka (progress events): stalled (RUNNING, "
+        "records waiting, nothing committed for progress.stall_after), unassigned (no running "
+        "task for progress.stuck_after while the worker group is stable), lagging, ok, "
+        "inactive; one or a list.",
+    )
     stage: Stages | None = Field(None, description="DLQ stages, e.g. VALUE_CONVERTER, TASK_PUT.")
     failure: Failures | None = Field(
         None,

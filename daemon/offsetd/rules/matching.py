@@ -18,6 +18,7 @@ from offsetd.durations import format_duration
 from offsetd.events.models import (
     ConnectorStatusEvent,
     DlqRecordEvent,
+    ProgressEvent,
     SourceOffsetEvent,
     TaskStatusEvent,
     TopicStatusEvent,
@@ -36,7 +37,12 @@ __all__ = [
 ]
 
 AnyEvent = (
-    ConnectorStatusEvent | TaskStatusEvent | TopicStatusEvent | DlqRecordEvent | SourceOffsetEvent
+    ConnectorStatusEvent
+    | TaskStatusEvent
+    | TopicStatusEvent
+    | DlqRecordEvent
+    | SourceOffsetEvent
+    | ProgressEvent
 )
 
 

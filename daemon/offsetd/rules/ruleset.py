@@ -22,6 +22,7 @@ from offsetd.rules.models import (
     Inhibit,
     Mode,
     RestartFailedTasks,
+    RestartTasks,
     Rewind,
     Rule,
     rule_timestamp,
@@ -149,7 +150,7 @@ class CompiledAction:
 
 def _compile_action(action: Action) -> CompiledAction:
     params = action.model_dump(mode="json", exclude={"type"}, by_alias=True)
-    if isinstance(action, RestartFailedTasks):
+    if isinstance(action, RestartFailedTasks | RestartTasks):
         return CompiledAction(action.type, params, action.backoff)
     if isinstance(action, Rewind) and action.to_timestamp is not None:
         params["to_timestamp_ms"] = rule_timestamp(action.to_timestamp)

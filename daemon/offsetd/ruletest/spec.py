@@ -126,7 +126,7 @@ class Expect(_Model):
     record: RecordRef | None = None
     record_status: RecordStatus | None = None
     not_before: Duration | None = Field(
-        None, description="restart-failed-tasks: the earliest restart time."
+        None, description="restart-failed-tasks, restart-tasks: the earliest restart time."
     )
 
 

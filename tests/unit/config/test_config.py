@@ -172,6 +172,7 @@ FULL_REDACTED: dict[str, Any] = {
         "slo_seconds": 300.0,
         "state_file": None,
     },
+    "progress": {"enabled": True, "events": True, "stall_after": None, "stuck_after": "6m"},
     "spark": {"master": "local[2]", "conf": {}},
 }
 

@@ -305,6 +305,21 @@ class StrimziBackend(OffsetsService):
             ),
         )
 
+    async def restart_tasks(self, connector: str, task_id: int | None) -> ConnectorState:
+        """`strimzi.io/restart-task` (`restart-connector-task` on a KafkaMirrorMaker2) for one
+        task, whatever its state; for None, the connector's restart annotation, then each
+        task's (Strimzi's connector restart does not restart the tasks)."""
+        found = await self.resource(connector)
+        if found is None:
+            return await super().restart_tasks(connector, task_id)
+        if task_id is not None:
+            await self._annotate_and_wait(found, *found.restart_annotation(task_id))
+        else:
+            await self._annotate_and_wait(found, *found.restart_annotation(None))
+            for task in (await self.client.status(connector)).tasks:
+                await self._annotate_and_wait(found, *found.restart_annotation(task.id))
+        return await self.client.status(connector)
+
     async def put_config(self, connector: str, config: dict[str, str]) -> None:
         """Through `spec.config` (and `class`, `tasksMax`): a REST change would be put back."""
         found = await self.resource(connector)

@@ -36,6 +36,9 @@ class ResourceDrivenClient(ConnectClient):
     async def restart_failed(self, name: str) -> ConnectorState:
         return await self.backend.restart_failed(name)
 
+    async def restart_tasks(self, name: str, task_id: int | None) -> ConnectorState:
+        return await self.backend.restart_tasks(name, task_id)
+
     async def put_config(self, name: str, config: dict[str, str]) -> None:
         await self.backend.put_config(name, config)
 

@@ -23,7 +23,12 @@ from offsetd.remediation.actions.lifecycle import (
     stop,
 )
 from offsetd.remediation.actions.notify import NotifySpec, notify
-from offsetd.remediation.actions.restart import RestartSpec, restart
+from offsetd.remediation.actions.restart import (
+    RestartSpec,
+    RestartTasksSpec,
+    restart,
+    restart_tasks,
+)
 from offsetd.remediation.actions.rewind import RewindSpec, rewind
 from offsetd.remediation.actions.skip import SkipSpec, skip
 
@@ -32,6 +37,7 @@ __all__ = ["HANDLERS", "dispatch", "parse_action"]
 # spec -> handler: the whole catalogue of what the executor can do
 HANDLERS: dict[type[PlannedSpec], Handler] = {
     RestartSpec: restart,
+    RestartTasksSpec: restart_tasks,
     PauseSpec: pause,
     StopSpec: stop,
     ResumeSpec: resume,

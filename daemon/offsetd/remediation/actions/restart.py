@@ -1,4 +1,6 @@
-"""`restart-failed-tasks`: restart what is FAILED, when its backoff says, unless a skip comes."""
+"""`restart-failed-tasks`: restart what is FAILED; `restart-tasks`: restart the task a progress
+event named (or the whole connector), whatever its state. Both wait for their backoff, and
+stand down for a skip of the connector planned meanwhile."""
 
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ from offsetd.connect.client import ConnectorState
 from offsetd.errors import OffsetdError
 from offsetd.remediation.actions.base import ActionCall, PlannedSpec, Result, Services
 
-__all__ = ["RestartSpec", "restart"]
+__all__ = ["RestartSpec", "RestartTasksSpec", "restart", "restart_tasks"]
 
 
 class RestartSpec(PlannedSpec):
@@ -18,13 +20,43 @@ class RestartSpec(PlannedSpec):
     not_before_ms: int | None = None  # the engine's backoff: not before this time
 
 
-async def restart(services: Services, call: ActionCall, spec: RestartSpec) -> Result:
-    delay_s = max(int(spec.not_before_ms or 0) - services.now_ms(), 0) / 1000
+class RestartTasksSpec(PlannedSpec):
+    type: Literal["restart-tasks"]
+    not_before_ms: int | None = None
+
+
+async def _backoff_then_skip_pending(
+    services: Services, call: ActionCall, not_before_ms: int | None
+) -> bool:
+    """Wait for the backoff; True if a skip of the connector was planned meanwhile (a skip
+    restarts it anyway, and offsetd acting on a connector must not be second-guessed)."""
+    delay_s = max(int(not_before_ms or 0) - services.now_ms(), 0) / 1000
     pending = services.skip_pending.setdefault(call.owner, asyncio.Event())
     if delay_s > 0:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(pending.wait(), timeout=delay_s)
-    if pending.is_set():
+    return pending.is_set()
+
+
+async def restart_tasks(services: Services, call: ActionCall, spec: RestartTasksSpec) -> Result:
+    """A stuck task is RUNNING (or has no status at all), so this restarts it by id; an MM2
+    flow's stall names no task: the connector and all its tasks are restarted."""
+    if await _backoff_then_skip_pending(services, call, spec.not_before_ms):
+        return "suppressed_skip_pending", "a skip of this connector is planned", {}
+    name, task_id = call.decision.connector, call.decision.task_id
+    backend = services.offsets_service(call.client, call.decision.connect_cluster)
+    what = f"task {task_id}" if task_id is not None else "the connector and all its tasks"
+    try:
+        state = await services.again(
+            f"restart {what}", lambda: backend.restart_tasks(name, task_id)
+        )
+    except OffsetdError as exc:
+        return "failed", f"{what} of {name} not restarted: {exc}", {}
+    return "executed", f"restarted {what}; now {_states(state)}", {"task_id": task_id}
+
+
+async def restart(services: Services, call: ActionCall, spec: RestartSpec) -> Result:
+    if await _backoff_then_skip_pending(services, call, spec.not_before_ms):
         return "suppressed_skip_pending", "a skip of this connector is planned", {}
     name = call.decision.connector
     backend = services.offsets_service(call.client, call.decision.connect_cluster)
