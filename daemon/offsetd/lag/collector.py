@@ -296,7 +296,6 @@ class Collector:
             return []
         partitions: dict[ConnectorKey, Any] = {}
         holders: dict[ConnectorKey, Any] = {}
-        stable: dict[str, bool | None] = {}
         for name, view in sorted(self._views.items()):
             cluster = self.settings.connect_clusters.get(name)
             if cluster is None:
@@ -308,22 +307,20 @@ class Collector:
             ]
             try:
                 read = self._sink_reader(name).read(
-                    name, cluster.group_id, sinks, cluster.consumer_auto_offset_reset, errors
+                    name, sinks, cluster.consumer_auto_offset_reset, errors
                 )
             except Exception as exc:  # the rest of the cycle carries on
                 errors[f"sinks:{name}"] = str(exc)
-                stable[name] = None
                 continue
             partitions.update(read.partitions)
             holders.update(read.holders)
-            stable[name] = read.group_stable
         flows = {
             key: worst(row.status for row in rows.values())
             for key, rows in self._rows.items()
             if rows
         }
         connectors = [c for view in self._views.values() for c in view.connectors]
-        return self.progress.observe(now_ms, connectors, partitions, holders, flows, stable)
+        return self.progress.observe(now_ms, connectors, partitions, holders, flows)
 
     def _sink_reader(self, connect_cluster: str) -> SinkReader:
         reader = self._sink_readers.get(connect_cluster)

@@ -16,8 +16,11 @@ The states (README "Stuck connectors" has the timings and why):
   whole (task None).
 - `unassigned`: the connector RUNNING and one of its configured tasks UNASSIGNED, RESTARTING or
   without any status (a task that hangs in `start()` never writes one) for `stuck_after`,
-  counted from when the worker group was last seen unstable (a rebalance under way is no stuck
-  task); the connector itself UNASSIGNED likewise (task None).
+  counted from when the worker group was last seen to change (a rebalance under way is no stuck
+  task); the connector itself UNASSIGNED likewise (task None). librdkafka cannot describe
+  Connect's worker group (its protocol is `connect`, not `consumer`), so a change is read from
+  Connect's statuses: the workers running the cluster's connectors and tasks, and which task
+  runs where.
 - `lagging`: progressing, but the oldest waiting record is older than the lag objective.
 - `inactive`: PAUSED, STOPPED or FAILED (FAILED has its own status events): never judged.
 - `ok`: anything else, idle included (nothing waiting is never stuck).
@@ -60,7 +63,7 @@ class _Task:
 
     state: ProgressState = "ok"
     since_ms: int = 0
-    status: str = ""
+    status: str | None = None  # None: never seen ("" is a task without any status)
     worker: str = ""
     started_ms: int = 0  # when its status or worker last changed (or first seen)
     committed: dict[TP, int | None] = field(default_factory=dict)
@@ -77,7 +80,8 @@ class ProgressTracker:
         self.slo_seconds = slo_seconds
         self._tasks: dict[tuple[str, str, int | None], _Task] = {}
         self._owner: dict[tuple[str, str, TP], int] = {}  # the task that last held a partition
-        self._unstable_ms: dict[str, int] = {}  # per Connect cluster: when last seen unstable
+        self._unstable_ms: dict[str, int] = {}  # per Connect cluster: when it last changed
+        self._layouts: dict[str, frozenset[tuple[str, int, str]]] = {}
         self.states: list[TaskProgress] = []  # the last cycle's, for the exposition
         self.partitions: list[SinkPartition] = []
 
@@ -88,14 +92,11 @@ class ProgressTracker:
         sink_partitions: Mapping[ConnectorKey, Sequence[SinkPartition]],
         holders: Mapping[ConnectorKey, Mapping[TP, int]],
         flows: Mapping[ConnectorKey, Status],
-        group_stable: Mapping[str, bool | None],
     ) -> list[ProgressReport]:
         """One cycle: every connector seen now, the sinks' partitions, which task's consumer
-        holds each (`holders`), MM2 source flows' worst status, and whether each Connect
-        cluster's worker group is stable (None: unknown, judged on time alone)."""
-        for cluster, stable in group_stable.items():
-            if stable is False or cluster not in self._unstable_ms:
-                self._unstable_ms[cluster] = now_ms
+        holds each (`holders`), and MM2 source flows' worst status."""
+        connectors = list(connectors)
+        self._note_group(now_ms, connectors)
         reports: list[ProgressReport] = []
         states: list[TaskProgress] = []
         partitions: list[SinkPartition] = []
@@ -124,6 +125,18 @@ class ProgressTracker:
             del self._owner[owned]
         self.states, self.partitions = states, partitions
         return reports
+
+    def _note_group(self, now_ms: int, connectors: Sequence[ConnectorHealth]) -> None:
+        """When each Connect cluster's assignment (which worker runs which task) last changed."""
+        layouts: dict[str, set[tuple[str, int, str]]] = {}
+        for health in connectors:
+            layout = layouts.setdefault(health.connect_cluster, set())
+            layout.update((health.name, task, worker) for task, worker in health.task_workers)
+        for cluster, layout in layouts.items():
+            frozen = frozenset(layout)
+            if self._layouts.get(cluster) != frozen:
+                self._layouts[cluster] = frozen
+                self._unstable_ms[cluster] = now_ms
 
     # -- one connector ----------------------------------------------------------------------------
 
@@ -311,7 +324,7 @@ class ProgressTracker:
 def _note_status(track: _Task, status: str, worker: str, now_ms: int) -> None:
     """A new status or worker restarts the task's clock: a restart, a rebalance, a creation."""
     if (status, worker) != (track.status, track.worker):
-        if track.status or track.worker:  # not the first sight: it really changed
+        if track.status is not None:  # not the first sight: it really changed
             track.started_ms = now_ms
         track.status, track.worker = status, worker
 

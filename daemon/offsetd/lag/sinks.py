@@ -5,9 +5,8 @@ sinks consume, unless a connector overrides `consumer.override.bootstrap.servers
 not followed):
 
 1. one Metadata request, only when a sink names its topics by `topics.regex`;
-2. one DescribeConsumerGroups for every sink group and the workers' own group: which task's
-   consumer holds which partition (the member's client id is `connector-consumer-<name>-<id>`),
-   and whether the worker group is stable;
+2. one DescribeConsumerGroups for every sink group: which task's consumer holds which
+   partition (the member's client id is `connector-consumer-<name>-<id>`);
 3. one OffsetFetch per sink group (librdkafka sends one request per group);
 4. one ListOffsets for every partition (latest, read_committed), plus earliest for partitions
    whose group committed nothing;
@@ -25,7 +24,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from confluent_kafka import ConsumerGroupState, KafkaException
+from confluent_kafka import KafkaException
 
 from offsetd.lag.kafka_io import OffsetSpec, TimestampFetcher, group_offsets, list_offsets
 from offsetd.lag.snapshot import ConnectorHealth, SinkPartition
@@ -46,7 +45,6 @@ class SinkRead:
 
     partitions: dict[tuple[str, str], list[SinkPartition]]
     holders: dict[tuple[str, str], dict[TP, int]]
-    group_stable: bool | None  # the workers' group; None: could not be described
 
 
 class SinkReader:
@@ -64,16 +62,13 @@ class SinkReader:
     def read(
         self,
         connect_cluster: str,
-        workers_group: str,
         sinks: Sequence[tuple[ConnectorHealth, Mapping[str, str]]],
         auto_offset_reset: str,
         errors: dict[str, str],
         timeout_s: float = 10.0,
     ) -> SinkRead:
         groups = {health.name: sink_group(health.name, config) for health, config in sinks}
-        members, stable = self._describe(
-            connect_cluster, set(groups.values()), workers_group, errors
-        )
+        members = self._describe(connect_cluster, set(groups.values()), errors)
         committed, failed = group_offsets(self.admin, groups.values(), timeout_s, self.conf)
         for group, message in failed.items():
             errors[f"sinks:{connect_cluster}:{group}"] = message
@@ -101,7 +96,7 @@ class SinkReader:
                 )
                 rows.setdefault((connect_cluster, name), []).append(row)
         holders = {(connect_cluster, n): members.get(g, {}) for n, g in groups.items()}
-        return SinkRead(self._with_oldest(rows, timeout_s), holders, stable)
+        return SinkRead(self._with_oldest(rows, timeout_s), holders)
 
     def _wanted(
         self,
@@ -152,28 +147,23 @@ class SinkReader:
         }
 
     def _describe(
-        self, connect_cluster: str, groups: set[str], workers_group: str, errors: dict[str, str]
-    ) -> tuple[dict[str, dict[TP, int]], bool | None]:
-        """Each sink group's partition holders (task ids), and whether the workers' group is
-        stable."""
+        self, connect_cluster: str, groups: set[str], errors: dict[str, str]
+    ) -> dict[str, dict[TP, int]]:
+        """Each sink group's partitions, with the id of the task whose consumer holds them."""
         holders: dict[str, dict[TP, int]] = {}
-        stable: bool | None = None
-        wanted = sorted({*groups, workers_group})
+        if not groups:
+            return holders
         try:
-            futures = self.admin.describe_consumer_groups(wanted, request_timeout=10.0)
+            futures = self.admin.describe_consumer_groups(sorted(groups), request_timeout=10.0)
         except KafkaException as exc:
             errors[f"sinks:{connect_cluster}:describe"] = str(exc)
-            return holders, None
+            return holders
         for group, future in futures.items():
             try:
                 description = future.result()
             except KafkaException as exc:
                 errors[f"sinks:{connect_cluster}:describe:{group}"] = str(exc)
                 continue
-            if group == workers_group:
-                stable = description.state == ConsumerGroupState.STABLE
-                if group not in groups:
-                    continue
             found: dict[TP, int] = {}
             for member in description.members or []:
                 match = _CLIENT_ID.match(member.client_id or "")
@@ -182,7 +172,7 @@ class SinkReader:
                 for tp in member.assignment.topic_partitions or []:
                     found[(tp.topic, tp.partition)] = int(match.group("task"))
             holders[group] = found
-        return holders, stable
+        return holders
 
     def _topics(self, timeout_s: float) -> dict[str, tuple[int, ...]]:
         metadata = self.admin.list_topics(timeout=timeout_s)
