@@ -43,6 +43,10 @@ _BODY_FIELDS = (
     "deleted",
     "partition",
     "offset",
+    "progress",
+    "records_waiting",
+    "flow_status",
+    "detail",
 )
 
 _EVENT = TypeAdapter[AnyEvent](Event)
@@ -75,6 +79,8 @@ def build_events(spec: TestEvent, counters: dict[tuple[str, int], int]) -> Itera
         body["error"] = error.model_copy(update={"stage": spec.stage}).model_dump()
     elif spec.kind is EventKind.DLQ_RECORD and "error" not in body:
         body["error"] = {}
+    if spec.kind is EventKind.PROGRESS:
+        body["grace_ms"] = spec.grace or 0
     src = spec.source or TestSource()
     topic = src.topic or DEFAULT_TOPICS[spec.kind]
     for index in range(spec.repeat):
@@ -82,6 +88,8 @@ def build_events(spec: TestEvent, counters: dict[tuple[str, int], int]) -> Itera
         counter_key = (topic, src.partition)
         offset = counters.get(counter_key, 0) if src.offset is None else src.offset + index
         counters[counter_key] = max(counters.get(counter_key, 0), offset + 1)
+        if spec.kind is EventKind.PROGRESS:
+            body["since_ms"] = time_ms
         event = _EVENT.validate_python(
             {
                 **body,

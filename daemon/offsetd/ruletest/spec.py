@@ -14,8 +14,10 @@ from pydantic import BaseModel, ConfigDict, Field, PositiveInt, model_validator
 
 from offsetd.engine.decision import Decision, Outcome, Reason, RecordStatus
 from offsetd.events.models import (
+    PROGRESS_SOURCE_TOPIC,
     EventKind,
     JsonScalar,
+    ProgressState,
     RecordRef,
 )
 from offsetd.outcomes import ENGINE_REASONS
@@ -62,6 +64,7 @@ DEFAULT_TOPICS = {
     EventKind.TOPIC_STATUS: "connect-status",
     EventKind.DLQ_RECORD: "dlq",
     EventKind.SOURCE_OFFSET: "connect-offsets",
+    EventKind.PROGRESS: PROGRESS_SOURCE_TOPIC,
 }
 
 
@@ -93,6 +96,14 @@ class TestEvent(_Model):
     deleted: bool | None = None
     partition: dict[str, JsonScalar] | None = None
     offset: dict[str, JsonScalar] | None = None
+    # progress events: the state, and how long the task's status must have held (its grace)
+    progress: ProgressState | None = None
+    grace: Duration | None = Field(
+        None, description="progress: progress.stall_after (stalled) or stuck_after."
+    )
+    records_waiting: int | None = None
+    flow_status: str | None = None
+    detail: str | None = None
 
 
 class Expect(_Model):
