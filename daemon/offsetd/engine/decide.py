@@ -53,7 +53,7 @@ from offsetd.events.models import EventKind, RecordRef
 from offsetd.rules.matching import AnyEvent, CompiledAction, CompiledRule, RuleSet
 from offsetd.rules.models import ConnectorMeta
 
-__all__ = ["decide", "decide_firings", "defer", "new_episode", "prune"]
+__all__ = ["decide", "decide_firings", "defer", "new_episode", "note_acted", "prune"]
 
 SWEEP_EVERY_MS = 60_000  # event time between two pruning sweeps of a connector's state
 # Count keys kept per rule and connector. A DLQ flood of distinct records must not grow the
@@ -137,6 +137,8 @@ def _decide(
     decisions = _match_rules(
         state, event, rules.candidates(event, meta), meta, now_ms, on_match, light=light
     )
+    if kind is EventKind.PROGRESS and decisions:
+        note_acted(state, event, decisions)
     if meta is None and rules.meta_rules:
         defer(state, event, rules, now_ms)
     return decisions
@@ -217,16 +219,14 @@ def new_episode(state: ConnectorState, event: Any) -> bool:
     status record of the task (else of the connector). A restart, a rebalance or a resume
     writes a new status record, so a stall after it is a new episode — once that status has
     held for the event's `grace_ms` (the first interval after a restart, a rebalance or a
-    creation is never stuck). An episode that still holds `grace_ms` after the rules last saw
-    it is shown again (a task that hangs before it writes any status never gets a new record:
-    its restarts did not help, and the rules' budgets must be able to run out). The episodes
-    live in the connector's state, which survives a daemon restart. `ok` ends an episode.
+    creation is never stuck). A task that hangs before it writes any status never gets a new
+    record, so a restart offsetd planned in the episode also ends it, `grace_ms` after the
+    restart's time (`note_acted`): still stuck after a restart is news, and the rules' budgets
+    must be able to run out. The episodes live in the connector's state, which survives a
+    daemon restart. `ok` ends an episode.
     """
-    task_key = "" if event.task_id is None else str(event.task_id)
-    status = state.tasks.get(event.task_id) if event.task_id is not None else None
-    if status is None:
-        status = state.connector_status
-    status_ms = status["time_ms"] if status is not None else 0
+    task_key = _task_key(event)
+    status_ms = _status_ms(state, event)
     if event.progress == "ok":
         return state.progress.pop(task_key, None) is not None
     time_ms = event.source.timestamp_ms
@@ -235,11 +235,36 @@ def new_episode(state: ConnectorState, event: Any) -> bool:
     episode = f"{event.progress}@{status_ms}"
     previous = state.progress.get(task_key)
     if previous is not None:
-        seen, _, shown_ms = previous.rpartition("@")
-        if seen == episode and time_ms - int(shown_ms) < event.grace_ms:
+        seen, _, acted = previous.rpartition("@")
+        if seen == episode and (not acted or time_ms - int(acted) < event.grace_ms):
             return False
-    state.progress[task_key] = f"{episode}@{time_ms}"
+    state.progress[task_key] = f"{episode}@"
     return True
+
+
+def note_acted(state: ConnectorState, event: Any, made: list[Firing]) -> None:
+    """A restart planned for this episode: it ends `grace_ms` after the restart's time."""
+    for decision in made:
+        if not isinstance(decision, Decision) or decision.outcome != "planned":
+            continue
+        for action in decision.actions:
+            if action.type in ("restart-tasks", "restart-failed-tasks"):
+                task_key = _task_key(event)
+                episode = f"{event.progress}@{_status_ms(state, event)}"
+                when = int(action.params.get("not_before_ms") or event.source.timestamp_ms)
+                state.progress[task_key] = f"{episode}@{when}"
+                return
+
+
+def _task_key(event: Any) -> str:
+    return "" if event.task_id is None else str(event.task_id)
+
+
+def _status_ms(state: ConnectorState, event: Any) -> int:
+    status = state.tasks.get(event.task_id) if event.task_id is not None else None
+    if status is None:
+        status = state.connector_status
+    return status["time_ms"] if status is not None else 0
 
 
 def _update_status(state: ConnectorState, event: Any, time_ms: int) -> None:

@@ -141,8 +141,8 @@ class ConnectorState(BaseModel):
     # latest planned decision (its incident); bounded by the rules and reasons
     suppressed: dict[str, Tally] = Field(default_factory=dict)
     incidents: dict[str, str] = Field(default_factory=dict)
-    # progress episodes shown to the rules, by task id ("" the connector):
-    # "<state>@<status time ms>@<when shown ms>"; an `ok` task has none (decide.new_episode)
+    # progress episodes shown to the rules, by task id ("" the connector): "<state>@<status
+    # time ms>@<time of a restart planned in it, or empty>"; `ok` has none (decide.new_episode)
     progress: dict[str, str] = Field(default_factory=dict)
 
     def to_json(self) -> str:

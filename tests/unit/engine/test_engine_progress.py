@@ -129,15 +129,22 @@ def test_a_new_status_record_starts_a_new_episode_after_its_grace() -> None:
     assert [(d.outcome, d.actions[0].params["attempt"]) for d in made] == [("planned", 1)]
 
 
-def test_an_episode_without_a_new_status_is_shown_again_after_its_grace() -> None:
+def test_a_planned_restart_ends_an_episode_its_grace_after_the_restart_time() -> None:
     """A task that hangs in start() never writes a status: its restarts change nothing the
-    engine can see, and the budget must still run out."""
+    engine can see, and the budget must still run out. Without a restart planned (the budget
+    is used up) the episode stays one, however long it lasts."""
     feed = Feed(RuleSet([restart_rule()]))
     feed.status(T0)
     assert len(feed.progress(T0 + 60 * SEC, "unassigned")) == 0  # the rule wants stalled
-    decided = [feed.progress(T0 + t * SEC) for t in range(60, 200, 10)]
-    times = [i for i, made in enumerate(decided) if made]
-    assert times == [0, 3, 6, 9, 12]  # every 30 s of event time
+    decided = {t: feed.progress(T0 + t * SEC) for t in range(60, 600, 10)}
+    shown = {t: [(d.outcome, d.reason) for d in made] for t, made in decided.items() if made}
+    # restarts at 70 s, 120 s, 190 s (backoff 10, 20, 40 s), each shown again 30 s after
+    assert shown == {
+        60: [("planned", None)],
+        100: [("planned", None)],
+        150: [("planned", None)],
+        220: [("suppressed", "budget")],
+    }
 
 
 def test_ok_ends_the_episode() -> None:
@@ -163,12 +170,13 @@ def test_the_budget_runs_out_and_a_notify_rule_counting_episodes_takes_over() ->
     feed = Feed(RuleSet([restart_rule(), notify]))
     feed.status(T0)
     outcomes = []
-    for t in range(60, 200, 30):
+    for t in range(60, 300, 10):
         outcomes += [(d.rule, d.outcome, d.reason) for d in feed.progress(T0 + t * SEC)]
-    restarts = [o for o in outcomes if o[0] == "stuck-sink-restart"]
-    assert [o[1] for o in restarts] == ["planned"] * 3 + ["suppressed"] * 2
-    assert restarts[-1][2] == "budget"
-    assert ("stuck-sink-notify", "planned", None) in outcomes
+        if t in (80, 130, 200):  # the restarts went through: new status records, still hung
+            feed.status(T0 + t * SEC)
+    restarts = [o[1:] for o in outcomes if o[0] == "stuck-sink-restart"]
+    assert restarts == [("planned", None)] * 3 + [("suppressed", "budget")]
+    assert [o[1:] for o in outcomes if o[0] == "stuck-sink-notify"] == [("planned", None)]
 
 
 def test_the_progress_condition_applies_to_progress_events_only() -> None:
