@@ -373,18 +373,12 @@ def test_a_stalled_mm2_flow_is_restarted_and_its_lag_series_never_breaks(
             seen.append(value)
             return value
 
-        restarted = wait_for(
-            "the stalled flow restarted",
-            lambda: (
-                lag_now() is not None
-                and [
-                    r
-                    for r in outcomes(setup, name, "mm2-stalled-flow-restart")
-                    if r["outcome"] == "executed"
-                ]
-            ),
-            STALL_AFTER_S + 90,
-        )
+        def restart_done() -> list[dict[str, Any]] | None:
+            lag_now()  # sampled every poll: the series must never go away
+            done = outcomes(setup, name, "mm2-stalled-flow-restart")
+            return [r for r in done if r["outcome"] == "executed"] or None
+
+        restarted = wait_for("the stalled flow restarted", restart_done, STALL_AFTER_S + 90)
         assert "restarted the connector and all its tasks" in restarted[0]["message"], restarted
         decision = decisions(setup, name, "mm2-stalled-flow-restart")[0]
         assert decision["task_id"] is None

@@ -75,7 +75,7 @@ class Feed:
                 timestamp_ms=t,
             ),
             task_id=task_id,
-            progress=state,  # type: ignore[arg-type]
+            progress=state,
             since_ms=t,
             grace_ms=GRACE,
             records_waiting=100,
@@ -114,7 +114,8 @@ def test_a_replayed_progress_nudge_is_ignored() -> None:
     _, first = decide(feed.state, event, feed.rules, SINK, T0 + 60 * SEC)
     feed.state.progress.clear()  # even with the episode forgotten, the offset was seen
     _, again = decide(feed.state, event, feed.rules, SINK, T0 + 60 * SEC)
-    assert len(first) == 1 and again == []
+    assert len(first) == 1
+    assert again == []
 
 
 def test_a_new_status_record_starts_a_new_episode_after_its_grace() -> None:
