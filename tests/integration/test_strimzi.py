@@ -350,7 +350,8 @@ def test_the_operators_refusal_and_restarts_and_config_go_through_the_resource(
     """What offsetd relies on from the operator, seen through offsetd's backend: an alter on a
     running connector is refused with a warning condition (and offsetd says so and takes its
     annotation back); a REST config change is put back, a spec.config change is applied;
-    `strimzi.io/restart-task` restarts; `spec.autoRestart` makes restart rules stand down."""
+    `strimzi.io/restart-task` restarts (a running task too: restart-tasks); `spec.autoRestart`
+    makes restart rules stand down."""
     ns = strimzi_ns(interval_s=2.0)
     name, _topic = _file_source(ns, west, tmp_path, connect)
     backend = _backend(ns)
@@ -377,6 +378,17 @@ def test_the_operators_refusal_and_restarts_and_config_go_through_the_resource(
         assert ns.get("KafkaConnector", name)["spec"]["config"]["batch.size"] == "7"
         await backend.put_config(name, config)
         assert await backend.client.config(name) == config
+
+        # a stuck task's restart (restart-tasks): RUNNING, yet restarted through its resource
+        restarted = await backend.restart_tasks(name, 0)
+        assert [t.id for t in restarted.tasks] == [0]
+        notes = ns.get("KafkaConnector", name)["metadata"].get("annotations") or {}
+        assert "strimzi.io/restart-task" not in notes  # the operator acted on it
+        whole = await backend.restart_tasks(name, None)  # the connector, then each task
+        assert whole.name == name
+        notes = ns.get("KafkaConnector", name)["metadata"].get("annotations") or {}
+        assert not {"strimzi.io/restart", "strimzi.io/restart-task"} & set(notes)
+        connect.wait_running(name)
 
         assert await backend.auto_restarted_by(name) is None
         ns.patch("KafkaConnector", name, {"spec": {"autoRestart": {"enabled": True}}})

@@ -116,6 +116,28 @@ def _print_table(snapshot: Snapshot) -> None:
                 ],
             )
         )
+    if snapshot.sink_partitions:
+        # One look cannot tell a stall (that needs time): stuck states are the daemon's and
+        # `lag serve`'s (offsetd_connector_progress); this is where each sink stands.
+        click.echo("")
+        click.echo(
+            table(
+                ["sink", "task", "topic", "partition", "committed", "end", "lag", "lag s"],
+                [
+                    [
+                        p.connector,
+                        "" if p.task_id is None else p.task_id,
+                        p.topic,
+                        p.partition,
+                        "none" if p.committed is None else p.committed,
+                        p.end,
+                        p.waiting,
+                        _seconds(p.lag_seconds(now)),
+                    ]
+                    for p in snapshot.sink_partitions
+                ],
+            )
+        )
     for stage, message in sorted(snapshot.errors.items()):
         click.echo(f"warning: {stage}: {message}", err=True)
 
@@ -127,7 +149,7 @@ def _print_table(snapshot: Snapshot) -> None:
 @click.pass_context
 @reports_errors
 def lag(ctx: click.Context, config_path: Path, state_file: Path | None, output: str) -> None:
-    """MirrorMaker 2 replication lag (records, seconds, status), printed once."""
+    """MirrorMaker 2 replication lag (records, seconds, status) and sink lag, printed once."""
     if ctx.invoked_subcommand is not None:
         return
     # The windows (for the statuses) are read but never written: the file may be a running

@@ -208,3 +208,46 @@ def test_every_status_is_a_state_set() -> None:
         assert per_series
         for values in per_series.values():
             assert sorted(values) == [0, 0, 0, 0, 1]
+
+
+def test_sink_lag_and_progress_are_state_sets_and_series_per_task_and_partition() -> None:
+    from offsetd.lag.snapshot import SinkPartition, TaskProgress
+
+    row = SinkPartition("local", "orders-sink", "orders", 3, 100, 250, 150, NOW - 42_000, 1)
+    object.__setattr__(row, "labels", row.label_text())
+    page = render(
+        Snapshot(
+            taken_ms=NOW,
+            sink_partitions=(row,),
+            progress=(
+                TaskProgress("local", "orders-sink", None, "ok", NOW - 60_000),
+                TaskProgress("local", "orders-sink", 1, "stalled", NOW - 30_000, 150, 42.0),
+            ),
+            stall_after_seconds=180.0,
+        )
+    ).decode()
+    families = {f.name: f for f in text_string_to_metric_families(page)}
+    (records,) = families["offsetd_sink_lag_records"].samples
+    assert records.labels == {
+        "connect_cluster": "local",
+        "connector": "orders-sink",
+        "task": "1",
+        "topic": "orders",
+        "partition": "3",
+    }
+    assert records.value == 150
+    assert families["offsetd_sink_lag_seconds"].samples[0].value == 42.0
+    states = {
+        (s.labels["task"], s.labels["state"]): s.value
+        for s in families["offsetd_connector_progress"].samples
+    }
+    assert states[("1", "stalled")] == 1
+    assert states[("", "ok")] == 1
+    assert sum(v for (task, _), v in states.items() if task == "1") == 1  # one current state
+    assert len(states) == 10  # every state, for both, so none ever vanishes
+    held = {
+        s.labels["task"]: s.value
+        for s in families["offsetd_connector_progress_state_seconds"].samples
+    }
+    assert held == {"": 60.0, "1": 30.0}
+    assert families["offsetd_progress_stall_after_seconds"].samples[0].value == 180.0
