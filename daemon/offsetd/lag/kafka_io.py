@@ -424,18 +424,27 @@ def group_offsets(
     timeout_s: float = 10.0,
     conf: Mapping[str, str] | None = None,
 ) -> tuple[dict[str, dict[TP, int]], dict[str, str]]:
-    """Committed offsets of each group (one request per group: librdkafka has no KIP-709).
+    """Committed offsets of each group (one request per group, sent together: librdkafka has
+    no KIP-709).
 
     A group the principal may not describe is reported naming that ACL (`conf`: the client's
     settings, for the principal and the bootstrap servers)."""
     found: dict[str, dict[TP, int]] = {}
     failed: dict[str, str] = {}
+    # every group's request at once (librdkafka runs them concurrently), then their answers:
+    # one round trip for a thousand groups instead of a thousand in a row
+    pending: dict[str, Any] = {}
     for group in sorted(set(groups)):
         try:
-            futures = admin.list_consumer_group_offsets(
+            pending[group] = admin.list_consumer_group_offsets(
                 [ConsumerGroupTopicPartitions(group)], request_timeout=timeout_s
-            )
-            result = futures[group].result()
+            )[group]
+        except KafkaException as exc:
+            refused = denied(exc, conf or {}, group=("DESCRIBE", group))
+            failed[group] = str(refused or (exc.args[0] if exc.args else exc))
+    for group, future in pending.items():
+        try:
+            result = future.result()
         except KafkaException as exc:
             refused = denied(exc, conf or {}, group=("DESCRIBE", group))
             failed[group] = str(refused or (exc.args[0] if exc.args else exc))

@@ -82,6 +82,8 @@ class ProgressTracker:
         self._owner: dict[tuple[str, str, TP], int] = {}  # the task that last held a partition
         self._unstable_ms: dict[str, int] = {}  # per Connect cluster: when it last changed
         self._layouts: dict[str, frozenset[tuple[str, int, str]]] = {}
+        # a sink partition's label text, formatted once (a large estate's page every cycle)
+        self._labels: dict[tuple[str, str, TP, int | None], str] = {}
         self.states: list[TaskProgress] = []  # the last cycle's, for the exposition
         self.partitions: list[SinkPartition] = []
 
@@ -123,6 +125,8 @@ class ProgressTracker:
         live = {(c, n) for c, n, _ in seen}
         for owned in [o for o in self._owner if (o[0], o[1]) not in live]:
             del self._owner[owned]
+        if len(self._labels) > 2 * max(len(partitions), 1000):
+            self._labels.clear()
         self.states, self.partitions = states, partitions
         return reports
 
@@ -152,12 +156,12 @@ class ProgressTracker:
         out = []
         for part in parts:
             tp = (part.topic, part.partition)
-            owner_key = (key[0], key[1], tp)
+            held_key = (key[0], key[1], tp)
             task = holders.get(tp)
             if task is not None:
-                self._owner[owner_key] = task
+                self._owner[held_key] = task
             else:
-                task = self._owner.get(owner_key, only)
+                task = self._owner.get(held_key, only)
             row = SinkPartition(
                 part.connect_cluster,
                 part.connector,
@@ -169,7 +173,11 @@ class ProgressTracker:
                 part.oldest_waiting_ms,
                 task,
             )
-            object.__setattr__(row, "labels", row.label_text())
+            label_key = (*held_key, task)
+            labels = self._labels.get(label_key)
+            if labels is None:
+                labels = self._labels[label_key] = row.label_text()
+            object.__setattr__(row, "labels", labels)
             out.append(row)
         return out
 

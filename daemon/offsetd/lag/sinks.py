@@ -4,10 +4,12 @@ Per Connect cluster and cycle, on the Kafka cluster that holds its internal topi
 sinks consume, unless a connector overrides `consumer.override.bootstrap.servers`, which is
 not followed):
 
-1. one Metadata request, only when a sink names its topics by `topics.regex`;
-2. one DescribeConsumerGroups for every sink group: which task's consumer holds which
-   partition (the member's client id is `connector-consumer-<name>-<id>`);
-3. one OffsetFetch per sink group (librdkafka sends one request per group);
+1. one Metadata request (all topics), for the partitions of the topics the sinks name;
+2. one OffsetFetch per sink group (librdkafka has no KIP-709 batching: one request per group,
+   all sent at once);
+3. one DescribeConsumerGroups per sink group that has records waiting and more than one task:
+   which task's consumer holds which partition (the member's client id is
+   `connector-consumer-<name>-<id>`); a single task holds them all;
 4. one ListOffsets for every partition (latest, read_committed), plus earliest for partitions
    whose group committed nothing;
 5. the timestamp of the record at the committed offset, only for partitions with records
@@ -68,7 +70,6 @@ class SinkReader:
         timeout_s: float = 10.0,
     ) -> SinkRead:
         groups = {health.name: sink_group(health.name, config) for health, config in sinks}
-        members = self._describe(connect_cluster, set(groups.values()), errors)
         committed, failed = group_offsets(self.admin, groups.values(), timeout_s, self.conf)
         for group, message in failed.items():
             errors[f"sinks:{connect_cluster}:{group}"] = message
@@ -95,7 +96,16 @@ class SinkReader:
                     connect_cluster, name, tp[0], tp[1], done, end, max(0, end - begin), None
                 )
                 rows.setdefault((connect_cluster, name), []).append(row)
-        holders = {(connect_cluster, n): members.get(g, {}) for n, g in groups.items()}
+        # Which task holds a partition matters only where records wait and there are several
+        # tasks (the tracker keeps the last holders): one DescribeGroups per group otherwise.
+        several = {health.name for health, _ in sinks if len(health.configured_tasks) > 1}
+        asked = {
+            groups[name]
+            for (_, name), parts in rows.items()
+            if name in several and any(r.waiting for r in parts)
+        }
+        members = self._describe(connect_cluster, asked, errors)
+        holders = {(connect_cluster, n): members[g] for n, g in groups.items() if g in members}
         return SinkRead(self._with_oldest(rows, timeout_s), holders)
 
     def _wanted(
@@ -106,7 +116,9 @@ class SinkReader:
     ) -> dict[str, set[TP]]:
         """Each sink's partitions: those its group committed, and those of its topics."""
         regexes = {health.name: _regex(config.get("topics.regex")) for health, config in sinks}
-        topics_now = self._topics(timeout_s) if any(regexes.values()) else {}
+        listed = any(_listed(config.get("topics", "")) for _, config in sinks)
+        # one Metadata request for the cycle, not one per topic
+        topics_now = self._topics(timeout_s) if listed or any(regexes.values()) else {}
         wanted: dict[str, set[TP]] = {}
         for health, config in sinks:
             parts = set(commits[health.name])
@@ -185,13 +197,8 @@ class SinkReader:
     def _partitions_of(
         self, topic: str, timeout_s: float, known: dict[str, tuple[int, ...]]
     ) -> set[TP]:
-        if topic not in known:
-            metadata = self.admin.list_topics(topic=topic, timeout=timeout_s)
-            entry = metadata.topics.get(topic)
-            known[topic] = (
-                tuple(sorted(entry.partitions)) if entry is not None and entry.error is None else ()
-            )
-        return {(topic, p) for p in known[topic]}
+        """A listed topic's partitions: from the cycle's Metadata (absent: it does not exist)."""
+        return {(topic, p) for p in known.get(topic, ())}
 
 
 def _listed(value: str) -> list[str]:
