@@ -158,8 +158,9 @@ class SourceOffsetEvent(_Event):
 ProgressState = Literal["ok", "lagging", "stalled", "unassigned", "inactive"]
 PROGRESS_STATES: tuple[ProgressState, ...] = ("ok", "lagging", "stalled", "unassigned", "inactive")
 #: The `source.topic` of a progress event: no Kafka record carries it. Its offset is the
-#: collector's cycle time in ms times 1,000 plus its index in that cycle, so it only grows for
-#: one connector and a nudge read twice is ignored like any replayed record.
+#: collector's cycle time in ms times 1,000 plus its index among the connector's reports of
+#: that cycle, so it only grows for one connector and a nudge read twice is ignored like any
+#: replayed record.
 PROGRESS_SOURCE_TOPIC = "~progress"
 
 

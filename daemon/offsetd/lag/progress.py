@@ -356,13 +356,20 @@ def progress_news(
 ) -> list[tuple[str, dict[str, object]]]:
     """The nudges of one cycle's reports: (owner key, `{"type": "progress", "event": ...}`).
 
-    Each event's source is `PROGRESS_SOURCE_TOPIC` at offset `cycle_ms * 1000 + i` (i counts
-    the cycle's reports): it only grows, so the engine's idempotency drops a nudge read twice.
-    `stuck`: per Connect cluster, the connectors stalled or unassigned this cycle.
+    Each event's source is `PROGRESS_SOURCE_TOPIC` at offset `cycle_ms * 1000 + i`, where i
+    counts the cycle's reports of the same connector (its tasks and itself, fewer than 1,000):
+    the engine keeps offsets per connector, so they only grow and a nudge read twice is dropped
+    like any replayed record. `stuck`: per Connect cluster, the connectors stalled or
+    unassigned this cycle.
     """
     out: list[tuple[str, dict[str, object]]] = []
-    for index, report in enumerate(reports[:1000]):
+    counted: dict[str, int] = {}
+    for report in reports:
         p = report.progress
+        key = owner_key(p.connect_cluster, p.connector)
+        index = counted[key] = counted.get(key, -1) + 1
+        if index >= 1000:
+            continue  # a connector of over 999 tasks: the rest are said next cycle
         event = {
             "kind": "progress",
             "connect_cluster": p.connect_cluster,
@@ -384,7 +391,5 @@ def progress_news(
             "detail": p.detail,
             "stuck_in_cluster": list(stuck.get(p.connect_cluster, ())),
         }
-        out.append(
-            (owner_key(p.connect_cluster, p.connector), {"type": "progress", "event": event})
-        )
+        out.append((key, {"type": "progress", "event": event}))
     return out

@@ -242,3 +242,14 @@ def test_progress_news_are_events_with_growing_offsets_for_the_owner() -> None:
     assert event.stuck_in_cluster == ("orders-sink",)
     later = progress_news(world.cycle(sink(), [part(100, 200)]), world.now, {})
     assert ProgressEvent.model_validate(later[0][1]["event"]).source.offset > event.source.offset
+
+
+def test_each_connectors_reports_of_a_cycle_get_their_own_growing_offsets() -> None:
+    from offsetd.lag.snapshot import TaskProgress
+
+    def report(connector: str, task: int | None) -> ProgressReport:
+        return ProgressReport(TaskProgress("local", connector, task, "stalled", T0), True, STALL)
+
+    news = progress_news([report("a", 0), report("b", None), report("a", 1)], T0, {})
+    offsets = [(key, body["event"]["source"]["offset"]) for key, body in news]  # type: ignore[index]
+    assert offsets == [("local/a", T0 * 1000), ("local/b", T0 * 1000), ("local/a", T0 * 1000 + 1)]
