@@ -13,7 +13,8 @@ Measured per cycle (median of CYCLES after the first, which fills the timestamp 
   threads included);
 - the tracker's CPU for the cycle (pure Python);
 - the baseline, measured in the same run: what any group-lag exporter must do anyway (the
-  groups' committed offsets and one ListOffsets for their partitions), and the ratio to it.
+  groups' committed offsets, through the same aiokafka reader, and one ListOffsets for their
+  partitions), and the ratio to it.
 
 The tracker alone is also timed on 10,000 synthetic connectors (2 tasks, 4 partitions each).
 
@@ -26,6 +27,7 @@ import argparse
 import json
 import statistics
 import time
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -34,17 +36,19 @@ from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
 from offsetd.devstack.stack import Stack
-from offsetd.lag.kafka_io import OffsetSpec, TimestampFetcher, group_offsets, list_offsets
+from offsetd.lag.groups import GroupReader
+from offsetd.lag.kafka_io import OffsetSpec, TimestampFetcher, list_offsets
 from offsetd.lag.progress import ProgressTracker
 from offsetd.lag.sinks import SinkReader
 from offsetd.lag.snapshot import ConnectorHealth, SinkPartition
 
 CYCLES = 5
 PARTITIONS = 2
-REQUESTS = ("OffsetFetch", "DescribeGroups", "ListOffsets", "Metadata", "FindCoordinator", "Fetch")
-# librdkafka's statistics do not count the OffsetFetch its admin client sends to a group's
-# coordinator: those are counted here, one per group per call (it has no KIP-709 batching)
-CALLED = ("OffsetFetch",)
+REQUESTS = ("OffsetFetch", "FindCoordinator", "ListOffsets", "Metadata", "Fetch")
+# Groups are read through aiokafka (offsetd.lag.groups), which librdkafka's statistics do not
+# see: its requests are counted here from the calls, by what aiokafka 0.14 sends for each
+# group (a FindCoordinator and an OffsetFetch).
+CALLED = ("OffsetFetch", "FindCoordinator")
 
 
 class CountingAdmin(AdminClient):
@@ -52,17 +56,13 @@ class CountingAdmin(AdminClient):
 
     def __init__(self, conf: dict[str, str]) -> None:
         self.latest: dict[str, Any] = {}
-        self.offset_fetches = 0
+        self.groups: CountingGroups | None = None
         super().__init__(
             {**conf, "statistics.interval.ms": 100, "stats_cb": self._stats}  # type: ignore[dict-item]
         )
 
     def _stats(self, raw: str) -> None:
         self.latest = json.loads(raw)
-
-    def list_consumer_group_offsets(self, *args: Any, **kwargs: Any) -> Any:
-        self.offset_fetches += 1
-        return super().list_consumer_group_offsets(*args, **kwargs)
 
     def requests(self) -> dict[str, int]:
         self.poll(0.3)
@@ -73,8 +73,24 @@ class CountingAdmin(AdminClient):
             for kind in REQUESTS:
                 if kind not in CALLED:
                     out[kind] += int(broker.get("req", {}).get(kind, 0))
-        out["OffsetFetch"] = self.offset_fetches
+        counted = self.groups.counts if self.groups is not None else {}
+        for kind in CALLED:
+            out[kind] = counted.get(kind, 0)
         return out
+
+
+class CountingGroups(GroupReader):
+    """The reader the collector uses, counting the requests aiokafka sends for each call."""
+
+    def __init__(self, conf: dict[str, str]) -> None:
+        super().__init__(conf)
+        self.counts: dict[str, int] = dict.fromkeys(CALLED, 0)
+
+    def offsets(self, groups: Iterable[str], timeout_s: float = 10.0) -> Any:
+        wanted = set(groups)
+        self.counts["OffsetFetch"] += len(wanted)
+        self.counts["FindCoordinator"] += len(wanted)
+        return super().offsets(wanted, timeout_s)
 
 
 def setup(bootstrap: str, size: int, tag: str) -> list[tuple[ConnectorHealth, dict[str, str]]]:
@@ -125,12 +141,15 @@ def stack_case(bootstrap: str, size: int) -> dict[str, Any]:
     sinks = setup(bootstrap, size, f"{size}-{int(time.time())}")
     conf = {"bootstrap.servers": bootstrap}
     admin = CountingAdmin(conf)
+    groups_reader = admin.groups = CountingGroups(conf)
     fetcher = TimestampFetcher(conf)
-    reader = SinkReader(conf, admin, lambda: fetcher)
+    reader = SinkReader(conf, admin, lambda: fetcher, groups_reader)
     tracker = ProgressTracker(stall_after_ms=180_000, stuck_after_ms=360_000, slo_seconds=300)
     errors: dict[str, str] = {}
     health = [h for h, _ in sinks]
-    first = reader.read("local", sinks, "earliest", errors)  # fills the timestamp cache
+    first = reader.read(
+        "local", "connect-cluster", sinks, "earliest", errors
+    )  # fills the timestamp cache
     assert not errors, errors
     waiting = sum(1 for rows in first.partitions.values() for r in rows if r.waiting)
     assert waiting == PARTITIONS * (size // 2), waiting
@@ -138,7 +157,7 @@ def stack_case(bootstrap: str, size: int) -> dict[str, Any]:
     wall, cpu, process, judge = [], [], [], []
     for cycle in range(CYCLES):
         t, c, pc = time.perf_counter(), time.thread_time(), time.process_time()
-        read = reader.read("local", sinks, "earliest", errors)
+        read = reader.read("local", "connect-cluster", sinks, "earliest", errors)
         wall.append(time.perf_counter() - t)
         cpu.append(time.thread_time() - c)
         process.append(time.process_time() - pc)
@@ -151,13 +170,16 @@ def stack_case(bootstrap: str, size: int) -> dict[str, Any]:
     groups = [f"connect-{h.name}" for h in health]
     partitions = [(h.name, p) for h in health for p in range(PARTITIONS)]
     base_wall, base_cpu = [], []
+    baseline = GroupReader(conf)
     for _ in range(CYCLES):  # what any group-lag exporter must do anyway
         t, c = time.perf_counter(), time.process_time()
-        group_offsets(admin, groups)
+        baseline.offsets(groups)
         list_offsets(admin, dict.fromkeys(partitions, OffsetSpec.latest()))
         base_wall.append(time.perf_counter() - t)
         base_cpu.append(time.process_time() - c)
     fetcher.close()
+    baseline.close()
+    groups_reader.close()
     per_cycle = {k: (after[k] - before[k]) / CYCLES for k in REQUESTS}
     return {
         "connectors": size,

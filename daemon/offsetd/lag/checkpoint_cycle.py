@@ -8,11 +8,11 @@ topic and partition kept; the groups' committed offsets are read on the source e
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
 
 from offsetd.lag import checkpoints as cp
 from offsetd.lag.connect_state import MirrorFlow
-from offsetd.lag.kafka_io import Tail, group_offsets
+from offsetd.lag.groups import GroupReader
+from offsetd.lag.kafka_io import Tail
 from offsetd.lag.snapshot import CheckpointLag
 
 __all__ = ["CheckpointReader"]
@@ -34,7 +34,7 @@ class CheckpointReader:
         self,
         flows: Iterable[MirrorFlow],
         conf_of: Callable[[str, str | None], dict[str, str] | None],
-        admin_of: Callable[[Mapping[str, str]], Any],
+        groups_of: Callable[[Mapping[str, str]], GroupReader],
         now_ms: int,
         errors: dict[str, str],
     ) -> list[CheckpointLag]:
@@ -58,9 +58,7 @@ class CheckpointReader:
                     except cp.CheckpointError:
                         continue
                     latest[(c.group, c.topic, c.partition)] = c
-                committed, failed = group_offsets(
-                    admin_of(source_conf), {g for g, _t, _p in latest}, conf=source_conf
-                )
+                committed, failed = groups_of(source_conf).offsets({g for g, _t, _p in latest})
                 if failed:
                     errors[f"group_offsets:{flow.source}"] = next(iter(failed.values()))
             except Exception as exc:

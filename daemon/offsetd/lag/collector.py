@@ -26,6 +26,7 @@ of a cycle reads and updates it; the parts without that state live beside it (`h
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Mapping
@@ -39,6 +40,7 @@ from offsetd.errors import ConnectAccessDenied, TlsFailed
 from offsetd.lag.arithmetic import first_unreplicated, records_lag, seconds_lag, visible_lag
 from offsetd.lag.checkpoint_cycle import CheckpointReader
 from offsetd.lag.connect_state import ConnectView, MirrorFlow, read_connect
+from offsetd.lag.groups import GroupReader
 from offsetd.lag.heartbeats import HEARTBEATS, TP, heartbeat_ages, heartbeat_layout
 from offsetd.lag.kafka_io import (
     EndOffsets,
@@ -65,6 +67,7 @@ from offsetd.offsets.model import ConnectorKind
 __all__ = ["STAGES", "Collector"]
 
 _PERSIST_EVERY_MS = 60_000
+log = logging.getLogger(__name__)
 _UNKNOWN: Any = object()  # a lagging partition whose first record was not read this cycle
 #: Steps whose failures are counted (exported from the start, at 0, as Prometheus advises).
 STAGES = (
@@ -189,6 +192,7 @@ class Collector:
                 slo_seconds=self.lag.slo_seconds,
             )
         self._sink_readers: dict[str, SinkReader] = {}  # per Connect cluster
+        self._groups: dict[str, GroupReader] = {}  # per Kafka cluster (bootstrap servers)
         self.reports: list[ProgressReport] = []  # the last cycle's, for the daemon to send
 
     # -- clients --------------------------------------------------------------------------------
@@ -214,8 +218,20 @@ class Collector:
             )
         return self._fetchers[key]
 
+    def _group_reader(self, conf: Mapping[str, str]) -> GroupReader:
+        key = conf["bootstrap.servers"]
+        if key not in self._groups:
+            self._groups[key] = GroupReader(conf)
+        return self._groups[key]
+
     def close(self) -> None:
         self.persist()
+        for reader in self._groups.values():
+            try:
+                reader.close()
+            except Exception as exc:  # closing must go on
+                log.warning("could not close a group reader: %s", exc)
+        self._groups.clear()
         closeables: list[TimestampFetcher | Tail] = [
             *self._fetchers.values(),
             *self._offsets_tails.values(),
@@ -256,7 +272,11 @@ class Collector:
         unique = {(h.cluster, h.topic, h.source, h.target): h for h in heartbeats}
         heartbeats = list(unique.values())
         checkpoints = self._checkpoints.cycle(
-            self._flows(ConnectorKind.MIRROR_CHECKPOINT), self._conf, self._admin, now_ms, errors
+            self._flows(ConnectorKind.MIRROR_CHECKPOINT),
+            self._conf,
+            self._group_reader,
+            now_ms,
+            errors,
         )
         live = {connector for work in sources.values() for connector in work.connectors}
         for gone in self._rows.keys() - live:  # a connector gone (or no longer MM2's)
@@ -296,6 +316,7 @@ class Collector:
             return []
         partitions: dict[ConnectorKey, Any] = {}
         holders: dict[ConnectorKey, Any] = {}
+        stable: dict[str, bool | None] = {}
         for name, view in sorted(self._views.items()):
             cluster = self.settings.connect_clusters.get(name)
             if cluster is None:
@@ -307,20 +328,21 @@ class Collector:
             ]
             try:
                 read = self._sink_reader(name).read(
-                    name, sinks, cluster.consumer_auto_offset_reset, errors
+                    name, cluster.group_id, sinks, cluster.consumer_auto_offset_reset, errors
                 )
             except Exception as exc:  # the rest of the cycle carries on
                 errors[f"sinks:{name}"] = str(exc)
                 continue
             partitions.update(read.partitions)
             holders.update(read.holders)
+            stable[name] = read.group_stable
         flows = {
             key: worst(row.status for row in rows.values())
             for key, rows in self._rows.items()
             if rows
         }
         connectors = [c for view in self._views.values() for c in view.connectors]
-        return self.progress.observe(now_ms, connectors, partitions, holders, flows)
+        return self.progress.observe(now_ms, connectors, partitions, holders, flows, stable)
 
     def _sink_reader(self, connect_cluster: str) -> SinkReader:
         reader = self._sink_readers.get(connect_cluster)
@@ -328,7 +350,7 @@ class Collector:
             cluster = self.settings.connect_clusters[connect_cluster]
             conf = self.settings.kafka_clusters[cluster.kafka_cluster].client_config()
             reader = self._sink_readers[connect_cluster] = SinkReader(
-                conf, self._admin(conf), lambda: self._fetcher(conf)
+                conf, self._admin(conf), lambda: self._fetcher(conf), self._group_reader(conf)
             )
         return reader
 

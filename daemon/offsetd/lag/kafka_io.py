@@ -8,8 +8,10 @@
   `concurrency` partitions assigned at a time with small fetch sizes, results cached by the
   caller per (partition, offset);
 - `Tail`: a group-less reader (assign, no group join, no commits) of every partition of a topic,
-  from the beginning, that on each call reads what is available now;
-- `group_offsets`: a consumer group's committed offsets.
+  from the beginning, that on each call reads what is available now.
+
+Consumer groups are read elsewhere (`offsetd.lag.groups`, aiokafka): librdkafka's requests to a
+group coordinator can take the process down across a broker restart.
 """
 
 from __future__ import annotations
@@ -25,7 +27,6 @@ from typing import Any, cast
 from confluent_kafka import (
     OFFSET_BEGINNING,
     Consumer,
-    ConsumerGroupTopicPartitions,
     IsolationLevel,
     KafkaError,
     KafkaException,
@@ -37,7 +38,7 @@ from confluent_kafka.admin import OffsetSpec as _OffsetSpec  # type: ignore[attr
 from confluent_kafka.cimpl import _AdminClientImpl
 
 from offsetd.adminclient import connected_admin
-from offsetd.kafkaaccess import denied, raise_if_denied
+from offsetd.kafkaaccess import raise_if_denied
 
 # The C half of AdminClient: one call, one future for the whole request (see _list_offsets_raw).
 _C_LIST_OFFSETS: Any = getattr(_AdminClientImpl, "list_offsets", None)
@@ -49,7 +50,6 @@ __all__ = [
     "Tail",
     "TimestampFetcher",
     "end_offsets",
-    "group_offsets",
     "list_offsets",
     "topic_partitions",
 ]
@@ -416,42 +416,3 @@ class Tail:
 
     def close(self) -> None:
         self._consumer.close()
-
-
-def group_offsets(
-    admin: AdminClient,
-    groups: Iterable[str],
-    timeout_s: float = 10.0,
-    conf: Mapping[str, str] | None = None,
-) -> tuple[dict[str, dict[TP, int]], dict[str, str]]:
-    """Committed offsets of each group (one request per group, sent together: librdkafka has
-    no KIP-709).
-
-    A group the principal may not describe is reported naming that ACL (`conf`: the client's
-    settings, for the principal and the bootstrap servers)."""
-    found: dict[str, dict[TP, int]] = {}
-    failed: dict[str, str] = {}
-    # every group's request at once (librdkafka runs them concurrently), then their answers:
-    # one round trip for a thousand groups instead of a thousand in a row
-    pending: dict[str, Any] = {}
-    for group in sorted(set(groups)):
-        try:
-            pending[group] = admin.list_consumer_group_offsets(
-                [ConsumerGroupTopicPartitions(group)], request_timeout=timeout_s
-            )[group]
-        except KafkaException as exc:
-            refused = denied(exc, conf or {}, group=("DESCRIBE", group))
-            failed[group] = str(refused or (exc.args[0] if exc.args else exc))
-    for group, future in pending.items():
-        try:
-            result = future.result()
-        except KafkaException as exc:
-            refused = denied(exc, conf or {}, group=("DESCRIBE", group))
-            failed[group] = str(refused or (exc.args[0] if exc.args else exc))
-            continue
-        found[group] = {
-            (tp.topic, tp.partition): int(tp.offset)
-            for tp in result.topic_partitions or []
-            if tp.offset is not None and tp.offset >= 0
-        }
-    return found, failed

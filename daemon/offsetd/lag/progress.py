@@ -17,10 +17,12 @@ The states (README "Stuck connectors" has the timings and why):
 - `unassigned`: the connector RUNNING and one of its configured tasks UNASSIGNED, RESTARTING or
   without any status (a task that hangs in `start()` never writes one) for `stuck_after`,
   counted from when the worker group was last seen to change (a rebalance under way is no stuck
-  task); the connector itself UNASSIGNED likewise (task None). librdkafka cannot describe
-  Connect's worker group (its protocol is `connect`, not `consumer`), so a change is read from
-  Connect's statuses: the workers running the cluster's connectors and tasks, and which task
-  runs where.
+  task); the connector itself UNASSIGNED likewise (task None). Neither librdkafka (it refuses a
+  `connect`-protocol group) nor aiokafka (it fails to decode one now and then) describes
+  Connect's worker group reliably, so a change is read from Connect's statuses: which worker
+  runs which task. A worker that crashed keeps its RUNNING statuses until the group notices it
+  is gone; `stuck_after` waits out Connect's scheduled rebalance delay for that reason.
+  `group_stable` takes a coordinator's word where one is had.
 - `lagging`: progressing, but the oldest waiting record is older than the lag objective.
 - `inactive`: PAUSED, STOPPED or FAILED (FAILED has its own status events): never judged.
 - `ok`: anything else, idle included (nothing waiting is never stuck).
@@ -94,11 +96,16 @@ class ProgressTracker:
         sink_partitions: Mapping[ConnectorKey, Sequence[SinkPartition]],
         holders: Mapping[ConnectorKey, Mapping[TP, int]],
         flows: Mapping[ConnectorKey, Status],
+        group_stable: Mapping[str, bool | None] | None = None,
     ) -> list[ProgressReport]:
         """One cycle: every connector seen now, the sinks' partitions, which task's consumer
-        holds each (`holders`), and MM2 source flows' worst status."""
+        holds each (`holders`), MM2 source flows' worst status, and whether each Connect
+        cluster's worker group is Stable (False: rebalancing; None or absent: not known)."""
         connectors = list(connectors)
         self._note_group(now_ms, connectors)
+        for cluster, stable in (group_stable or {}).items():
+            if stable is False:
+                self._unstable_ms[cluster] = now_ms
         reports: list[ProgressReport] = []
         states: list[TaskProgress] = []
         partitions: list[SinkPartition] = []

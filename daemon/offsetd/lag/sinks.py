@@ -5,18 +5,18 @@ sinks consume, unless a connector overrides `consumer.override.bootstrap.servers
 not followed):
 
 1. one Metadata request (all topics), for the partitions of the topics the sinks name;
-2. one OffsetFetch per sink group (librdkafka has no KIP-709 batching: one request per group,
-   all sent at once);
-3. one DescribeConsumerGroups per sink group that has records waiting and more than one task:
-   which task's consumer holds which partition (the member's client id is
-   `connector-consumer-<name>-<id>`); a single task holds them all;
-4. one ListOffsets for every partition (latest, read_committed), plus earliest for partitions
+2. one OffsetFetch per sink group (no KIP-709 batching: one request per group, up to 64 at
+   once), through aiokafka (`offsetd.lag.groups`: librdkafka's coordinator requests can take
+   the process down across a broker restart);
+3. one ListOffsets for every partition (latest, read_committed), plus earliest for partitions
    whose group committed nothing;
-5. the timestamp of the record at the committed offset, only for partitions with records
+4. the timestamp of the record at the committed offset, only for partitions with records
    waiting whose committed offset moved (cached while it does not: a stalled sink costs
    nothing here).
 
-A sink's group is `connect-<name>` unless its config sets `consumer.override.group.id`.
+A sink's group is `connect-<name>` unless its config sets `consumer.override.group.id`. Which
+task holds which partition is not read (the group's members: see `offsetd.lag.groups`); a sink
+of one task is judged per task, one of several as a whole, unless a holder is known.
 """
 
 from __future__ import annotations
@@ -26,15 +26,13 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from confluent_kafka import KafkaException
-
-from offsetd.lag.kafka_io import OffsetSpec, TimestampFetcher, group_offsets, list_offsets
+from offsetd.lag.groups import GroupReader
+from offsetd.lag.kafka_io import OffsetSpec, TimestampFetcher, list_offsets
 from offsetd.lag.snapshot import ConnectorHealth, SinkPartition
 
 __all__ = ["SinkRead", "SinkReader", "sink_group"]
 
 TP = tuple[str, int]
-_CLIENT_ID = re.compile(r"^connector-consumer-(?P<name>.+)-(?P<task>\d+)$")
 
 
 def sink_group(name: str, config: Mapping[str, str]) -> str:
@@ -47,16 +45,22 @@ class SinkRead:
 
     partitions: dict[tuple[str, str], list[SinkPartition]]
     holders: dict[tuple[str, str], dict[TP, int]]
+    group_stable: bool | None  # the workers' group is Stable (None: not described)
 
 
 class SinkReader:
     """Reads sink progress for one Kafka cluster; keeps the timestamp cache between cycles."""
 
     def __init__(
-        self, conf: Mapping[str, str], admin: Any, fetcher: Callable[[], TimestampFetcher]
+        self,
+        conf: Mapping[str, str],
+        admin: Any,
+        fetcher: Callable[[], TimestampFetcher],
+        groups: GroupReader,
     ):
         self.conf = dict(conf)
         self.admin = admin
+        self.groups = groups
         self._fetcher = fetcher
         # (topic, partition) -> (committed offset, the timestamp of the first record there)
         self._oldest: dict[TP, tuple[int, int | None]] = {}
@@ -64,13 +68,14 @@ class SinkReader:
     def read(
         self,
         connect_cluster: str,
+        workers_group: str,
         sinks: Sequence[tuple[ConnectorHealth, Mapping[str, str]]],
         auto_offset_reset: str,
         errors: dict[str, str],
         timeout_s: float = 10.0,
     ) -> SinkRead:
         groups = {health.name: sink_group(health.name, config) for health, config in sinks}
-        committed, failed = group_offsets(self.admin, groups.values(), timeout_s, self.conf)
+        committed, failed = self.groups.offsets(groups.values(), timeout_s)
         for group, message in failed.items():
             errors[f"sinks:{connect_cluster}:{group}"] = message
         commits = {name: committed.get(group, {}) for name, group in groups.items()}
@@ -96,17 +101,11 @@ class SinkReader:
                     connect_cluster, name, tp[0], tp[1], done, end, max(0, end - begin), None
                 )
                 rows.setdefault((connect_cluster, name), []).append(row)
-        # Which task holds a partition matters only where records wait and there are several
-        # tasks (the tracker keeps the last holders): one DescribeGroups per group otherwise.
-        several = {health.name for health, _ in sinks if len(health.configured_tasks) > 1}
-        asked = {
-            groups[name]
-            for (_, name), parts in rows.items()
-            if name in several and any(r.waiting for r in parts)
-        }
-        members = self._describe(connect_cluster, asked, errors)
-        holders = {(connect_cluster, n): members[g] for n, g in groups.items() if g in members}
-        return SinkRead(self._with_oldest(rows, timeout_s), holders)
+        # Which task's consumer holds a partition is not asked (see `offsetd.lag.groups`):
+        # the tracker gives it to the task that last held it, or to the only task there is.
+        del workers_group
+        holders: dict[tuple[str, str], dict[TP, int]] = {}
+        return SinkRead(self._with_oldest(rows, timeout_s), holders, None)
 
     def _wanted(
         self,
@@ -157,34 +156,6 @@ class SinkReader:
             key: [_oldest(row, self._oldest.get((row.topic, row.partition))) for row in parts]
             for key, parts in rows.items()
         }
-
-    def _describe(
-        self, connect_cluster: str, groups: set[str], errors: dict[str, str]
-    ) -> dict[str, dict[TP, int]]:
-        """Each sink group's partitions, with the id of the task whose consumer holds them."""
-        holders: dict[str, dict[TP, int]] = {}
-        if not groups:
-            return holders
-        try:
-            futures = self.admin.describe_consumer_groups(sorted(groups), request_timeout=10.0)
-        except KafkaException as exc:
-            errors[f"sinks:{connect_cluster}:describe"] = str(exc)
-            return holders
-        for group, future in futures.items():
-            try:
-                description = future.result()
-            except KafkaException as exc:
-                errors[f"sinks:{connect_cluster}:describe:{group}"] = str(exc)
-                continue
-            found: dict[TP, int] = {}
-            for member in description.members or []:
-                match = _CLIENT_ID.match(member.client_id or "")
-                if match is None or member.assignment is None:
-                    continue
-                for tp in member.assignment.topic_partitions or []:
-                    found[(tp.topic, tp.partition)] = int(match.group("task"))
-            holders[group] = found
-        return holders
 
     def _topics(self, timeout_s: float) -> dict[str, tuple[int, ...]]:
         metadata = self.admin.list_topics(timeout=timeout_s)
