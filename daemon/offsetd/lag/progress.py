@@ -27,9 +27,10 @@ The states (README "Stuck connectors" has the timings and why):
 - `inactive`: PAUSED, STOPPED or FAILED (FAILED has its own status events): never judged.
 - `ok`: anything else, idle included (nothing waiting is never stuck).
 
-A sink partition is the task's whose consumer holds it in the group; when no member holds it (a
+A sink partition is the task's whose consumer holds it (`holders`, when a reader can say); when
+none is known it stays with the task that last held it, or goes to the only task there is (a
 task blocked in `put()` past `max.poll.interval.ms` is dropped from the group while its thread
-still hangs) it stays with the task that last held it, or with the only task there is.
+still hangs), else to the connector as a whole.
 
 Pure: no I/O, time comes in as `now_ms`.
 """
