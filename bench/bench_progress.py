@@ -147,9 +147,7 @@ def stack_case(bootstrap: str, size: int) -> dict[str, Any]:
     tracker = ProgressTracker(stall_after_ms=180_000, stuck_after_ms=360_000, slo_seconds=300)
     errors: dict[str, str] = {}
     health = [h for h, _ in sinks]
-    first = reader.read(
-        "local", "connect-cluster", sinks, "earliest", errors
-    )  # fills the timestamp cache
+    first = reader.read("local", sinks, "earliest", errors)  # fills the timestamp cache
     assert not errors, errors
     waiting = sum(1 for rows in first.partitions.values() for r in rows if r.waiting)
     assert waiting == PARTITIONS * (size // 2), waiting
@@ -157,14 +155,12 @@ def stack_case(bootstrap: str, size: int) -> dict[str, Any]:
     wall, cpu, process, judge = [], [], [], []
     for cycle in range(CYCLES):
         t, c, pc = time.perf_counter(), time.thread_time(), time.process_time()
-        read = reader.read("local", "connect-cluster", sinks, "earliest", errors)
+        read = reader.read("local", sinks, "earliest", errors)
         wall.append(time.perf_counter() - t)
         cpu.append(time.thread_time() - c)
         process.append(time.process_time() - pc)
         c = time.thread_time()
-        tracker.observe(
-            1_700_000_000_000 + cycle * 10_000, health, read.partitions, read.holders, {}
-        )
+        tracker.observe(1_700_000_000_000 + cycle * 10_000, health, read.partitions, {}, {})
         judge.append(time.thread_time() - c)
     after = admin.requests()
     groups = [f"connect-{h.name}" for h in health]

@@ -41,6 +41,7 @@ from offsetd.engine.counting import (
     record_executed,
 )
 from offsetd.engine.decision import (
+    RESTART_ACTIONS,
     Decision,
     EventSummary,
     Firing,
@@ -248,7 +249,7 @@ def note_acted(state: ConnectorState, event: Any, made: list[Firing]) -> None:
         if not isinstance(decision, Decision) or decision.outcome != "planned":
             continue
         for action in decision.actions:
-            if action.type in ("restart-tasks", "restart-failed-tasks"):
+            if action.type in RESTART_ACTIONS:
                 task_key = _task_key(event)
                 episode = f"{event.progress}@{_status_ms(state, event)}"
                 when = int(action.params.get("not_before_ms") or event.source.timestamp_ms)

@@ -19,6 +19,7 @@ from offsetd.rules.matching import RuleSet
 from offsetd.rules.models import Mode
 
 __all__ = [
+    "RESTART_ACTIONS",
     "Decision",
     "DecisionInputs",
     "EventSummary",
@@ -30,6 +31,9 @@ __all__ = [
     "Suppression",
     "decision_id",
 ]
+
+#: The actions planned with a restart backoff (`attempt`, `delay_ms`, `not_before_ms`).
+RESTART_ACTIONS = frozenset({"restart-failed-tasks", "restart-tasks"})
 
 Outcome = Literal["planned", "suppressed"]
 Reason = Literal["disabled", "inhibited", "cooldown", "budget"]

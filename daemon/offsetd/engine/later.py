@@ -35,7 +35,7 @@ from typing_extensions import TypedDict
 
 from offsetd.engine.counting import new_rule_state
 from offsetd.engine.decide import MAX_RELEASED, _match_rules, _plan_action, limits, take
-from offsetd.engine.decision import Decision
+from offsetd.engine.decision import RESTART_ACTIONS, Decision
 from offsetd.engine.state import ConnectorState, Held
 from offsetd.events.models import Event
 from offsetd.rules.matching import RuleSet
@@ -74,8 +74,6 @@ NOT_RUN_OUTCOMES = frozenset(
 #: Not an end: the decision may still run (an approval outlives a restart; a paused decision
 #: runs after `offsetd resume-automation` if its failure still holds, else `not_needed` gives
 #: its limits back then).
-#: The actions planned with a restart backoff (their `attempt` is given back when not run).
-RESTART_ACTIONS = frozenset({"restart-failed-tasks", "restart-tasks"})
 PENDING_OUTCOMES = frozenset({"awaiting_approval", "suppressed_paused"})
 
 _EVENT: TypeAdapter[Any] = TypeAdapter(Event)

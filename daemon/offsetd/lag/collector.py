@@ -17,7 +17,7 @@ Per cycle:
 A failing step is recorded in `Snapshot.errors` (and counted per stage) and the rest carries on.
 Clients are made by `admin_factory` (a benchmark passes one that counts requests).
 
-Why one module of ~580 lines: `Collector` holds the state that lives across cycles (rows kept
+Why one module of ~700 lines: `Collector` holds the state that lives across cycles (rows kept
 per partition, status windows, last log ends, timestamp and ListOffsets caches) and every pass
 of a cycle reads and updates it; the parts without that state live beside it (`heartbeats`,
 `checkpoint_cycle`, `arithmetic`, `status`, `kafka_io`).
@@ -315,8 +315,6 @@ class Collector:
         if self.progress is None:
             return []
         partitions: dict[ConnectorKey, Any] = {}
-        holders: dict[ConnectorKey, Any] = {}
-        stable: dict[str, bool | None] = {}
         for name, view in sorted(self._views.items()):
             cluster = self.settings.connect_clusters.get(name)
             if cluster is None:
@@ -328,21 +326,22 @@ class Collector:
             ]
             try:
                 read = self._sink_reader(name).read(
-                    name, cluster.group_id, sinks, cluster.consumer_auto_offset_reset, errors
+                    name, sinks, cluster.consumer_auto_offset_reset, errors
                 )
             except Exception as exc:  # the rest of the cycle carries on
                 errors[f"sinks:{name}"] = str(exc)
                 continue
             partitions.update(read.partitions)
-            holders.update(read.holders)
-            stable[name] = read.group_stable
         flows = {
             key: worst(row.status for row in rows.values())
             for key, rows in self._rows.items()
             if rows
         }
         connectors = [c for view in self._views.values() for c in view.connectors]
-        return self.progress.observe(now_ms, connectors, partitions, holders, flows, stable)
+        # No holders and no worker-group state: no client reads a group's members reliably
+        # here (offsetd.lag.groups); the tracker falls back on what it remembers and the
+        # statuses' layout.
+        return self.progress.observe(now_ms, connectors, partitions, {}, flows)
 
     def _sink_reader(self, connect_cluster: str) -> SinkReader:
         reader = self._sink_readers.get(connect_cluster)

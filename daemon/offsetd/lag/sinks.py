@@ -44,8 +44,6 @@ class SinkRead:
     """One Connect cluster's sinks, read this cycle."""
 
     partitions: dict[tuple[str, str], list[SinkPartition]]
-    holders: dict[tuple[str, str], dict[TP, int]]
-    group_stable: bool | None  # the workers' group is Stable (None: not described)
 
 
 class SinkReader:
@@ -68,7 +66,6 @@ class SinkReader:
     def read(
         self,
         connect_cluster: str,
-        workers_group: str,
         sinks: Sequence[tuple[ConnectorHealth, Mapping[str, str]]],
         auto_offset_reset: str,
         errors: dict[str, str],
@@ -101,11 +98,7 @@ class SinkReader:
                     connect_cluster, name, tp[0], tp[1], done, end, max(0, end - begin), None
                 )
                 rows.setdefault((connect_cluster, name), []).append(row)
-        # Which task's consumer holds a partition is not asked (see `offsetd.lag.groups`):
-        # the tracker gives it to the task that last held it, or to the only task there is.
-        del workers_group
-        holders: dict[tuple[str, str], dict[TP, int]] = {}
-        return SinkRead(self._with_oldest(rows, timeout_s), holders, None)
+        return SinkRead(self._with_oldest(rows, timeout_s))
 
     def _wanted(
         self,
