@@ -36,6 +36,7 @@ _COMMANDS = {
     "config": "offsetd.cli.config:config",
     "dev": "offsetd.cli.dev:dev",
     "lag": "offsetd.cli.lag:lag",
+    "mm2": "offsetd.cli.mm2:mm2",
     "offsets": "offsetd.cli.offsets:offsets",
     "run": "offsetd.cli.run:run",
     "history": "offsetd.cli.history:history",

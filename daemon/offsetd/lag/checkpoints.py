@@ -24,6 +24,7 @@ __all__ = [
     "CheckpointError",
     "checkpoint_age_seconds",
     "decode_checkpoint",
+    "read_string",
     "reconsume_lower_bound",
     "upstream_topic",
 ]
@@ -47,7 +48,8 @@ class Checkpoint:
     timestamp_ms: int
 
 
-def _string(raw: bytes, at: int) -> tuple[str, int]:
+def read_string(raw: bytes, at: int) -> tuple[str, int]:
+    """A Kafka protocol STRING (INT16 length, UTF-8) at `at`, and where the next field begins."""
     if at + 2 > len(raw):
         raise CheckpointError("truncated string length")
     (length,) = _I16.unpack_from(raw, at)
@@ -64,8 +66,8 @@ def decode_checkpoint(key: bytes | None, value: bytes | None, timestamp_ms: int)
     """One checkpoints-topic record, or `CheckpointError`."""
     if key is None or value is None:
         raise CheckpointError("no key or no value")
-    group, at = _string(key, 0)
-    topic, at = _string(key, at)
+    group, at = read_string(key, 0)
+    topic, at = read_string(key, at)
     if at + 4 != len(key):
         raise CheckpointError("key has the wrong length")
     (partition,) = _I32.unpack_from(key, at)
