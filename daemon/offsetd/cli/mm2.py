@@ -23,15 +23,15 @@ from offsetd.cli.output import emit_json, table
 from offsetd.config import DEFAULT_CONFIG_PATH, Settings, load_settings
 from offsetd.durations import parse_duration
 from offsetd.errors import ConfigError
-from offsetd.failover.apply import GroupOutcome, apply_group
-from offsetd.failover.kafka import FailoverError
+from offsetd.failover.apply import GroupOutcome, apply_group, offsets_of, undo_group
+from offsetd.failover.kafka import FailoverError, TargetGroups
 from offsetd.failover.plan import GroupPlan, PlanOptions
 from offsetd.failover.policy import ReplicationPolicy, policy_of_config
 from offsetd.failover.session import FailoverRequest, Gathered, gather, plan_all
 from offsetd.lag.connect_state import read_connect
 from offsetd.offsets.snapshots import FileSnapshotStore, KafkaSnapshotStore, SnapshotStore
 
-__all__ = ["mm2"]
+__all__ = ["group_store", "mm2", "undo_group_change"]
 
 log = logging.getLogger(__name__)
 
@@ -334,3 +334,55 @@ def _print(
         click.echo(f"undo: {line}")
     if dry_run:
         click.echo("dry run: nothing changed")
+
+
+def group_store(config_path: Path | None, alias: str, snapshot_dir: Path | None) -> SnapshotStore:
+    """Where `failover` kept the snapshots of groups on `alias` (for history and undo)."""
+    settings = _settings(config_path)
+    _cluster_conf(settings, alias, "--kafka-cluster")
+    return _store(settings, alias, snapshot_dir)
+
+
+def undo_group_change(
+    snapshot_id: str,
+    alias: str,
+    *,
+    force: bool,
+    dry_run: bool,
+    config_path: Path | None,
+    snapshot_dir: Path | None,
+    output: str,
+) -> None:
+    """`offsetd offsets undo ID --kafka-cluster ALIAS`: a group's before-image, restored."""
+    settings = _settings(config_path)
+    groups = TargetGroups(_cluster_conf(settings, alias, "--kafka-cluster"), alias)
+    store = _store(settings, alias, snapshot_dir)
+    undo, outcome = undo_group(groups, store, snapshot_id, force=force, dry_run=dry_run)
+    before, after = offsets_of(undo.before), offsets_of(undo.after)
+    rows = [
+        (f"{t}-{p}", before.get((t, p)), after.get((t, p)))
+        for t, p in sorted(set(before) | set(after))
+        if before.get((t, p)) != after.get((t, p))
+    ]
+    if output == "json":
+        emit_json(
+            {
+                "snapshot": undo.id,
+                "undo_of": snapshot_id,
+                "group": undo.connector,
+                "kafka_cluster": alias,
+                "dry_run": dry_run,
+                "changes": [{"partition": r[0], "now": r[1], "restored": r[2]} for r in rows],
+                "outcome": None if outcome is None else outcome.as_json(),
+            }
+        )
+    else:
+        click.echo(f"group {undo.connector} on {alias}: restore the before-image of {snapshot_id}")
+        click.echo(table(["partition", "now", "restored"], rows))
+        click.echo(
+            "dry run: nothing changed"
+            if outcome is None
+            else f"{outcome.status}: {outcome.message} (snapshot {undo.id})"
+        )
+    if outcome is not None and outcome.status == "failed":
+        raise FailoverError(f"{undo.connector}: {outcome.message}")

@@ -155,19 +155,25 @@ class GroupPlan:
         }
 
 
-def target_topic(flow: FlowInputs, topic: str) -> str:
-    """The name a topic of the source has on the target: back to its own name when it came
-    from the target (MM2's checkpoints rename it the same way), else its remote name."""
+def came_from_target(flow: FlowInputs, topic: str) -> str | None:
+    """The target's own topic a source topic replicates (moving back), or None."""
     origin = flow.policy.origin(topic)
-    if origin is not None and origin[0] == flow.target:
-        return origin[1]
+    if origin is not None:
+        return origin[1] if origin[0] == flow.target else None
     if (
         flow.policy.kind == "identity"
         and flow.inverse_syncs is not None
         and any(t == topic for t, _p in flow.inverse_syncs.partitions())
     ):
         return topic  # the other flow replicates it under the same name: it came from there
-    return flow.policy.remote_topic(flow.source, topic)
+    return None
+
+
+def target_topic(flow: FlowInputs, topic: str) -> str:
+    """The name a topic of the source has on the target: back to its own name when it came
+    from the target (MM2's checkpoints rename it the same way), else its remote name."""
+    home = came_from_target(flow, topic)
+    return home if home is not None else flow.policy.remote_topic(flow.source, topic)
 
 
 def _source_topic_of(flow: FlowInputs, target: str) -> str:
@@ -200,20 +206,13 @@ def _candidates(
             )
         else:
             found.append(_Candidate("checkpoint", cp.downstream_offset))
-    if (
-        s is not None
-        and flow.syncs is not None
-        and tt == flow.policy.remote_topic(flow.source, topic)
-    ):
+    home = came_from_target(flow, topic) is not None
+    if s is not None and flow.syncs is not None and not home:
         hit = flow.syncs.forward((topic, p), s)
         if hit is not None:
             offset, up, down = hit
             found.append(_Candidate("offset-sync", offset, down + (s - up) - offset))
-    if (
-        s is not None
-        and flow.inverse_syncs is not None
-        and tt != flow.policy.remote_topic(flow.source, topic)
-    ):
+    if s is not None and flow.inverse_syncs is not None and home:
         hit = flow.inverse_syncs.inverse((tt, p), s)
         if hit is not None:
             offset, _up, _down = hit
@@ -316,6 +315,8 @@ def _decided(
             notes.append("MM2's sync.group.offsets had committed the checkpoint: moved on from it")
         return move(action="commit", **kw)
     if current == offset:
+        if cp is not None and current == cp.downstream_offset:
+            notes.append("already there: MM2's sync.group.offsets.enabled committed the checkpoint")
         return move(action="unchanged", **kw)
     if cp is not None and current == cp.downstream_offset:
         notes.append(

@@ -385,18 +385,38 @@ def reset(
     is_flag=True,
     help="Write directly to the offsets topic / group (workers down, or --force).",
 )
+@click.option(
+    "--kafka-cluster",
+    default=None,
+    help="The change was a consumer group's (offsetd mm2 failover/failback) on this Kafka "
+    "cluster alias: restore the group there.",
+)
 @_change_options
 @connect_options
 @reports_errors
 def undo(
     snapshot_id: str,
     force: bool,
+    kafka_cluster: str | None,
     dry_run: bool,
     stop_timeout: float,
     resume_timeout: float,
     **kw: Any,
 ) -> None:
     """Restore the before-image of an earlier change exactly."""
+    if kafka_cluster is not None:
+        from offsetd.cli.mm2 import undo_group_change  # noqa: PLC0415 (only this path needs it)
+
+        undo_group_change(
+            snapshot_id,
+            kafka_cluster,
+            force=force,
+            dry_run=dry_run,
+            config_path=kw["config_path"],
+            snapshot_dir=kw["snapshot_dir"],
+            output=kw["output"],
+        )
+        return
     offline = OfflineOptions(dry_run=dry_run) if kw.pop("offline") else None
     target = target_of(**kw)
     backend = backend_of(target, offline, stop_timeout, resume_timeout)

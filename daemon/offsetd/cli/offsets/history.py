@@ -17,14 +17,29 @@ __all__ = ["history"]
 @click.command()
 @click.option("--connector", default=None, help="Only this connector's changes.")
 @click.option("--limit", default=50, show_default=True)
+@click.option(
+    "--kafka-cluster",
+    default=None,
+    help="The consumer groups' changes on this Kafka cluster alias (mm2 failover/failback); "
+    "--connector then names a group.",
+)
 @connect_options
 @reports_errors
-def history(connector: str | None, limit: int, **kw: Any) -> None:
+def history(connector: str | None, limit: int, kafka_cluster: str | None, **kw: Any) -> None:
     """The changes offsetd made, newest first, with their undo ids."""
-    target = target_of(**kw)
-    snaps = target.store.list_info(connector=connector, limit=limit)
-    run_async(target.client.aclose())
-    if target.output == "json":
+    output = kw["output"]
+    if kafka_cluster is not None:
+        from offsetd.cli.mm2 import group_store  # noqa: PLC0415 (only this path needs it)
+
+        store = group_store(kw["config_path"], kafka_cluster, kw["snapshot_dir"])
+        snaps = store.list_info(
+            connector=connector, connect_cluster=f"kafka:{kafka_cluster}", limit=limit
+        )
+    else:
+        target = target_of(**kw)
+        snaps = target.store.list_info(connector=connector, limit=limit)
+        run_async(target.client.aclose())
+    if output == "json":
         emit_json(
             [
                 {
