@@ -138,7 +138,7 @@ class GroupPlan:
 
     @property
     def reread_max(self) -> int | None:
-        bounds = [m.reread_max for m in self.moves if m.action in ("commit", "unchanged")]
+        bounds = [m.reread_max for m in self.moves if m.action in ("commit", "unchanged", "keep")]
         return None if any(b is None for b in bounds) else sum(b for b in bounds if b is not None)
 
     def as_json(self) -> dict[str, Any]:
@@ -328,6 +328,9 @@ def _decided(
         notes.append("--allow-backwards: moved back")
         return move(action="commit", **kw)
     notes.append("kept (never moved backwards without --allow-backwards)")
+    # The group resumes at `current`, past `offset`: it re-reads that much less.
+    kw["reread_max"] = max(0, reread_max - (current - offset))
+    kw["reread_min"] = min(reread_min, kw["reread_max"])
     return move(action="keep", **kw)
 
 

@@ -1,0 +1,226 @@
+"""`offsetd mm2 failover` / `failback` on the real stack, proven by real consumers.
+
+A group reads part of a mirrored topic on east and commits; MM2 checkpoints it into west;
+`failover` commits the translated offsets on west, and a real consumer of that group on west
+resumes there: it reads every record after the group's east commit (nothing lost) and re-reads
+no more than the plan's bound. Around it: the dry run and a group with a live member on west
+change nothing, `offsets undo` restores west exactly, and `failback` brings the group home after
+it read more on west, with the east -> west flow's offset syncs read in reverse.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, TopicPartition
+from confluent_kafka.admin import AdminClient
+
+from offsetd.devstack import mm2
+from offsetd.lag.checkpoints import CheckpointError, decode_checkpoint
+from tests.integration.cliutil import offsetd, offsetd_json
+from tests.integration.kafkautil import (
+    ConnectClient,
+    consume_all,
+    create_topic,
+    produce,
+    unique,
+    wait_for,
+)
+
+pytestmark = pytest.mark.integration
+
+CHECKPOINTS = f"{mm2.SOURCE}.checkpoints.internal"
+
+
+def _records(start: int, stop: int) -> list[tuple[bytes, bytes]]:
+    return [(f"k{i}".encode(), f"v{i}".encode()) for i in range(start, stop)]
+
+
+def _commits(bootstrap: str, group: str) -> dict[tuple[str, int], int]:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    future = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)])[group]
+    result = future.result(timeout=30)
+    return {
+        (tp.topic, tp.partition): tp.offset
+        for tp in result.topic_partitions or []
+        if tp.offset >= 0
+    }
+
+
+@contextmanager
+def _member(bootstrap: str, group: str, topic: str) -> Iterator[Consumer]:
+    """A consumer of `group` that joined and holds its partitions until the block ends."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": group,
+            "enable.auto.commit": False,
+            "auto.offset.reset": "error",
+            "client.id": "live-member",
+        }
+    )
+    consumer.subscribe([topic])
+    try:
+        wait_for(
+            f"{group} joined on {bootstrap}", lambda: consumer.poll(0.5) or consumer.assignment()
+        )
+        yield consumer
+    finally:
+        consumer.close()
+
+
+def _read_as_group(
+    bootstrap: str, group: str, topic: str, until_key: int, commit: bool = False
+) -> list[int]:
+    """The keys a real member of `group` reads from its committed offset up to `k<until_key>`
+    ("error" when there is no commit: the group must resume where it was put)."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": group,
+            "enable.auto.commit": False,
+            "auto.offset.reset": "error",
+        }
+    )
+    consumer.subscribe([topic])
+    keys: list[int] = []
+    try:
+
+        def more() -> bool:
+            msg = consumer.poll(0.5)
+            if msg is not None:
+                assert msg.error() is None, msg.error()
+                keys.append(int((msg.key() or b"k-1")[1:]))
+            return bool(keys) and keys[-1] >= until_key
+
+        wait_for(f"{group} to read up to k{until_key} on {topic}", more, timeout_s=90)
+        if commit:
+            consumer.commit(asynchronous=False)
+    finally:
+        consumer.close()
+    return keys
+
+
+def _consume_and_commit(bootstrap: str, group: str, topic: str, count: int) -> None:
+    """A real consumer of `group` reads `count` records from the start and commits after them."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": group,
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+        }
+    )
+    consumer.assign([TopicPartition(topic, 0, 0)])
+    seen = 0
+    try:
+        while seen < count:
+            msg = consumer.poll(1.0)
+            if msg is not None and msg.error() is None:
+                seen += 1
+        consumer.commit(offsets=[TopicPartition(topic, 0, count)], asynchronous=False)
+    finally:
+        consumer.close()
+
+
+def _checkpointed(west: str, group: str, topic: str, upstream: int) -> bool:
+    for msg in consume_all(west, CHECKPOINTS):
+        try:
+            c = decode_checkpoint(msg.key(), msg.value(), 0)
+        except CheckpointError:
+            continue
+        if (c.group, c.topic, c.upstream_offset) == (group, topic, upstream):
+            return True
+    return False
+
+
+def _json(result: Any) -> Any:
+    assert result.exit_code == 0, result.output + result.stderr
+    return json.loads(result.stdout)
+
+
+def test_failover_resumes_a_real_consumer_on_west_undo_and_failback(
+    connect: ConnectClient, east: str, west: str, offsetd_yaml: Path
+) -> None:
+    topic, group = unique("fo"), unique("fo-app")
+    mirrored = f"{mm2.SOURCE}.{topic}"
+    create_topic(east, topic)
+    produce(east, topic, _records(0, 300))
+    _consume_and_commit(east, group, topic, 250)
+    wait_for(
+        f"300 records of {mirrored} on west", lambda: len(consume_all(west, mirrored)) >= 300, 90
+    )
+    wait_for("the group's checkpoint at 250", lambda: _checkpointed(west, group, mirrored, 250), 90)
+    args = ("mm2", "failover", group, "--from", "east", "--to", "west")
+
+    # The dry run plans one partition and changes nothing.
+    dry = offsetd_json(offsetd_yaml, *args, "--dry-run")
+    (plan,) = dry["groups"]
+    (move,) = plan["partitions"]
+    assert (move["source_topic"], move["target_topic"], move["source_offset"]) == (
+        topic,
+        mirrored,
+        250,
+    )
+    assert move["via"] in ("checkpoint", "offset-sync") and move["action"] == "commit"
+    assert plan["refusal"] is None and dry["outcomes"] == []
+    assert _commits(west, group) == {}
+
+    # A live member on west: refused in one line naming it, nothing changed.
+    with _member(west, group, mirrored):
+        refused = offsetd(offsetd_yaml, *args)
+        assert refused.exit_code != 0
+        assert "active member" in refused.stderr and "live-member" in refused.stderr
+        assert len(refused.stderr.strip().splitlines()) == 1, refused.stderr
+    assert _commits(west, group) == {}
+
+    # Failover: committed, read back, snapshotted; a real consumer resumes there.
+    done = offsetd_json(offsetd_yaml, *args)
+    (outcome,) = done["outcomes"]
+    assert outcome["status"] == "applied", outcome
+    translated = done["groups"][0]["partitions"][0]["target_offset"]
+    bound = done["groups"][0]["reread_max"]
+    assert _commits(west, group) == {(mirrored, 0): translated}
+    keys = _read_as_group(west, group, mirrored, 299)
+    assert set(range(250, 300)) <= set(keys), "a record after the east commit was lost"
+    reread = [k for k in keys if k < 250]
+    assert len(reread) <= bound, (len(reread), bound, translated)
+
+    # Undo restores west exactly: the group had no commits there.
+    undo = offsetd_json(
+        offsetd_yaml, "offsets", "undo", outcome["snapshot_id"], "--kafka-cluster", "west"
+    )
+    assert undo["outcome"]["status"] == "applied"
+    assert _commits(west, group) == {}
+    history = offsetd_json(offsetd_yaml, "offsets", "history", "--kafka-cluster", "west")
+    mine = {h["id"]: h["status"] for h in history if h["connector"] == group}
+    assert mine[outcome["snapshot_id"]] == "undone"
+
+    # Failover again; the group reads everything on west and commits there.
+    again = offsetd_json(offsetd_yaml, *args)
+    assert again["outcomes"][0]["status"] == "applied"
+    _read_as_group(west, group, mirrored, 299, commit=True)
+    assert _commits(west, group) == {(mirrored, 0): 300}
+
+    # Failback: west's commit (300 of east.<topic>) goes home through the east -> west flow's
+    # offset syncs read in reverse; records written meanwhile on east are all read there.
+    produce(east, topic, _records(300, 330))
+    back = offsetd_json(offsetd_yaml, "mm2", "failback", group, "--from", "west", "--to", "east")
+    (home,) = back["groups"][0]["partitions"]
+    assert (home["source_topic"], home["target_topic"], home["source_offset"]) == (
+        mirrored,
+        topic,
+        300,
+    )
+    assert home["via"] == "inverse-sync", home
+    assert home["action"] in ("commit", "keep"), home  # east had 250: never backwards
+    resumed = max(home["target_offset"], 250)
+    assert _commits(east, group) == {(topic, 0): resumed}
+    keys = _read_as_group(east, group, topic, 329)
+    assert set(range(300, 330)) <= set(keys), "a record after the west commit was lost"
+    assert len([k for k in keys if k < 300]) <= back["groups"][0]["reread_max"]
