@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Self
 
-from pydantic import Field, model_validator
+from pydantic import AfterValidator, Field, model_validator
 
 from offsetd.config.connect_clusters import ConnectorScope
 from offsetd.config.fields import (
@@ -156,6 +156,17 @@ class RemediationSettings(ConfigModel):
     max_retries: Annotated[int, Field(ge=0, le=20)] = 5  # Connect 409/500/no answer, per step
 
 
+def _check_group_glob(pattern: str) -> str:
+    # A group id may hold spaces, but one at either end of a pattern is a typo that would match
+    # nothing, silently: no group would ever be expected.
+    if pattern != pattern.strip():
+        raise ValueError(f"{pattern!r} has a space at one end (group patterns match exactly)")
+    return pattern
+
+
+GroupGlob = Annotated[NonEmptyStr, AfterValidator(_check_group_glob)]
+
+
 class LagSettings(ConfigModel):
     """MirrorMaker 2 lag collection (`offsetd lag`, and the daemon's /metrics page).
 
@@ -167,6 +178,14 @@ class LagSettings(ConfigModel):
     RUNNING connector may leave N unchanged while records wait before its partition reads STALL
     (never less than 3 flush intervals: a shorter time cannot tell a stall from a pending
     flush). The sample window is kept in `state_file` (default: in `daemon.data_dir`).
+
+    `failover_groups`: consumer groups (names or `fnmatch` globs, case-sensitive) expected to
+    fail over through MM2's checkpoints; each is judged ready or not on every checkpoint flow
+    from its source cluster (`offsetd.lag.readiness`), and `MM2GroupCannotFailOver` alerts on
+    one that is not. `failover_max_checkpoint_age`: a checkpoint older than this while its group
+    has moved past it makes the group not ready (MM2 writes one per
+    `emit.checkpoints.interval.seconds`, 60 s by default, when the group moved: keep this well
+    above that interval).
     """
 
     enabled: bool = True
@@ -183,6 +202,8 @@ class LagSettings(ConfigModel):
     list_offsets_batch: Annotated[int, Field(ge=100)] | None = None
     slo_seconds: Annotated[float, Field(gt=0)] = 300.0  # exported for the seconds-lag alert
     state_file: Path | None = None
+    failover_groups: Annotated[list[GroupGlob], none_to_empty(list)] = Field(default_factory=list)
+    failover_max_checkpoint_age: Annotated[Duration, Field(ge=1_000)] = 300_000
 
 
 class ProgressSettings(ConfigModel):

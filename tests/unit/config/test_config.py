@@ -171,6 +171,8 @@ FULL_REDACTED: dict[str, Any] = {
         "list_offsets_batch": None,
         "slo_seconds": 300.0,
         "state_file": None,
+        "failover_groups": [],
+        "failover_max_checkpoint_age": "5m",
     },
     "progress": {"enabled": True, "events": True, "stall_after": None, "stuck_after": "6m"},
     "spark": {"master": "local[2]", "conf": {}},
@@ -264,6 +266,28 @@ def test_defaults_are_filled_in(tmp_path: Path) -> None:
         [],
         "none",
     )
+
+
+def test_failover_settings_load_with_their_defaults(tmp_path: Path) -> None:
+    assert (Settings().lag.failover_groups, Settings().lag.failover_max_checkpoint_age) == (
+        [],
+        300_000,
+    )
+    path = write(
+        tmp_path,
+        """\
+        lag:
+          failover_groups: [orders-*, "billing v2", "team-[ab]"]
+          failover_max_checkpoint_age: 2m30s
+        """,
+    )
+    lag = load_settings(path, {}).lag
+    assert lag.failover_groups == ["orders-*", "billing v2", "team-[ab]"]
+    assert lag.failover_max_checkpoint_age == 150_000
+    empty = load_settings(write(tmp_path, "lag:\n  failover_groups:\n"), {})
+    assert empty.lag.failover_groups == []
+    from_env = load_settings(None, {"OFFSETD_LAG__FAILOVER_GROUPS": '["orders-*"]'})
+    assert from_env.lag.failover_groups == ["orders-*"]
 
 
 # -- environment --------------------------------------------------------------------------------
@@ -484,6 +508,58 @@ GOOD_CONNECT = """\
             "kafka_clusters.east.bootstrap_servers",
             "'h' is not host:port",
             id="bootstrap-without-port",
+        ),
+        pytest.param(
+            """\
+            lag:
+              failover_groups:
+                - orders-*
+                - " billing"
+            """,
+            "billing",
+            "lag.failover_groups[1]",
+            "has a space at one end",
+            id="failover-group-with-a-space",
+        ),
+        pytest.param(
+            """\
+            lag:
+              failover_groups: [orders-*, ""]
+            """,
+            "failover_groups",
+            "lag.failover_groups[1]",
+            "at least 1 character",
+            id="failover-group-empty",
+        ),
+        pytest.param(
+            """\
+            lag:
+              failover_groups: orders-*
+            """,
+            "failover_groups",
+            "lag.failover_groups",
+            "valid list",
+            id="failover-groups-not-a-list",
+        ),
+        pytest.param(
+            """\
+            lag:
+              failover_max_checkpoint_age: 5 minutes
+            """,
+            "failover_max_checkpoint_age",
+            "lag.failover_max_checkpoint_age",
+            "invalid duration",
+            id="failover-max-age-not-a-duration",
+        ),
+        pytest.param(
+            """\
+            lag:
+              failover_max_checkpoint_age: 500ms
+            """,
+            "failover_max_checkpoint_age",
+            "lag.failover_max_checkpoint_age",
+            "greater than or equal to 1000",
+            id="failover-max-age-too-short",
         ),
     ],
 )
