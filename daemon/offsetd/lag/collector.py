@@ -11,7 +11,8 @@ Per cycle:
    at most `lag.seconds_lag_max_fetches` per cycle, `lag.seconds_lag_concurrency` at a time;
 5. per *target cluster*: one ListOffsets (max-timestamp) for the replicated `<source>.heartbeats`
    and the local `heartbeats`; the checkpoints topic tailed; the groups' committed offsets on the
-   source;
+   source (the checkpointed groups and those `lag.failover_groups` expects), and each group's
+   failover readiness;
 6. status windows updated and evaluated; persisted now and then.
 
 A failing step is recorded in `Snapshot.errors` (and counted per stage) and the rest carries on.
@@ -38,7 +39,7 @@ from offsetd.adminclient import connected_admin
 from offsetd.config import Settings
 from offsetd.errors import ConnectAccessDenied, TlsFailed
 from offsetd.lag.arithmetic import first_unreplicated, records_lag, seconds_lag, visible_lag
-from offsetd.lag.checkpoint_cycle import CheckpointReader
+from offsetd.lag.checkpoint_cycle import CheckpointReader, FailoverPolicy
 from offsetd.lag.connect_state import ConnectView, MirrorFlow, read_connect
 from offsetd.lag.groups import GroupReader
 from offsetd.lag.heartbeats import HEARTBEATS, TP, heartbeat_ages, heartbeat_layout
@@ -79,6 +80,7 @@ STAGES = (
     "heartbeats",
     "checkpoints",
     "group_offsets",
+    "group_list",
     "sinks",
     "persist",
 )
@@ -271,12 +273,15 @@ class Collector:
         heartbeats.extend(self._target_heartbeats(beats, now_ms, errors))
         unique = {(h.cluster, h.topic, h.source, h.target): h for h in heartbeats}
         heartbeats = list(unique.values())
+        replicated = self._replicated_topics()
         checkpoints = self._checkpoints.cycle(
             self._flows(ConnectorKind.MIRROR_CHECKPOINT),
             self._conf,
             self._group_reader,
             now_ms,
             errors,
+            failover=FailoverPolicy(self.lag.failover_groups, self.lag.failover_max_checkpoint_age),
+            replicated_of=lambda flow: replicated.get((flow.source, flow.target)),
         )
         live = {connector for work in sources.values() for connector in work.connectors}
         for gone in self._rows.keys() - live:  # a connector gone (or no longer MM2's)
@@ -301,13 +306,14 @@ class Collector:
             partitions=tuple(partitions),
             connectors=tuple(c for v in self._views.values() for c in v.connectors),
             heartbeats=tuple(heartbeats),
-            checkpoints=tuple(checkpoints),
+            checkpoints=tuple(checkpoints.checkpoints),
             refresh_seconds=time.monotonic() - started,
             slo_seconds=self.lag.slo_seconds,
             errors=errors,
             sink_partitions=tuple(self.progress.partitions) if self.progress else (),
             progress=tuple(self.progress.states) if self.progress else (),
             stall_after_seconds=self.progress.stall_after_ms / 1000 if self.progress else None,
+            failover=tuple(checkpoints.readiness),
         )
 
     def _progress_cycle(self, now_ms: int, errors: dict[str, str]) -> list[ProgressReport]:
@@ -646,6 +652,19 @@ class Collector:
     def _flows(self, kind: ConnectorKind) -> Iterable[MirrorFlow]:
         for view in self._views.values():
             yield from (f for f in view.flows if f.kind is kind)
+
+    def _replicated_topics(self) -> dict[tuple[str, str], set[str]]:
+        """Per (source, target) alias pair: the topics its MirrorSourceConnectors are assigned
+        (the last assignment seen: a stopped connector keeps its topics). A pair none of whose
+        connectors was ever seen assigned is absent (readiness then goes by the checkpoints)."""
+        out: dict[tuple[str, str], set[str]] = {}
+        for name, view in self._views.items():
+            for flow in view.flows:
+                assigned = self._assigned.get((name, flow.connector))
+                if flow.kind is ConnectorKind.MIRROR_SOURCE and assigned is not None:
+                    topics = out.setdefault((flow.source, flow.target), set())
+                    topics.update(topic for topic, _p in assigned)
+        return out
 
     def _heartbeat_plan(self) -> dict[str, tuple[dict[str, str], set[tuple[str, str, str]]]]:
         """Per target cluster: the replicated `<source>.heartbeats` topics it holds."""

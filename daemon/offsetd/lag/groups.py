@@ -1,14 +1,15 @@
 """Consumer groups as their coordinators tell them, through aiokafka's admin client (pure Python).
 
 What lag collection asks of a group: its committed offsets (a sink's progress, a checkpointed
-group's position). Not through librdkafka: its admin requests to a group coordinator
-(ListConsumerGroupOffsets, DescribeConsumerGroups; confluent-kafka 2.16.1, librdkafka 2.16.0)
-take the whole process down when the coordinator's broker goes away while one is in flight
-(SIGSEGV) or comes back after one timed out (`rd_kafka_enq_once_del_source_return: Assertion
-'eonce->refcnt > 0' failed`). Reproduced on the local stack with one request a second across a
-broker restart, and seen to kill a daemon in the suite. aiokafka (faust's transport, installed
-with it) raises instead: the same loop across a broker restart survived, and read the groups
-again once the broker was back.
+group's position); and of a cluster, its consumer groups' names (ListGroups: which groups the
+`lag.failover_groups` globs expect to fail over). Not through librdkafka: its admin requests to
+a group coordinator (ListConsumerGroupOffsets, DescribeConsumerGroups; confluent-kafka 2.16.1,
+librdkafka 2.16.0) take the whole process down when the coordinator's broker goes away while one
+is in flight (SIGSEGV) or comes back after one timed out (`rd_kafka_enq_once_del_source_return:
+Assertion 'eonce->refcnt > 0' failed`). Reproduced on the local stack with one request a second
+across a broker restart, and seen to kill a daemon in the suite. aiokafka (faust's transport,
+installed with it) raises instead: the same loop across a broker restart survived, and read the
+groups again once the broker was back.
 
 Its members are not asked for: aiokafka 0.14 fails to decode many DescribeGroups answers from
 Kafka 4.2 ("Buffer underrun decoding string": empty consumer groups, Connect's worker group),
@@ -85,6 +86,21 @@ class GroupReader:
             return {}, {}
         return self._run(self._offsets(wanted), timeout_s, wanted)
 
+    def names(self, timeout_s: float = 10.0) -> tuple[set[str] | None, str | None]:
+        """The cluster's consumer groups (ListGroups, every broker), or None and why not.
+
+        A broker lists only the groups this principal may DESCRIBE: a group without that ACL is
+        missing here, not an error. Groups of other protocols (Connect's workers) are left out.
+        """
+        try:
+            listed: set[str] = self._run_plain(self._names(), timeout_s)
+        except Exception as exc:  # timed out or could not start: the same as `offsets`
+            self._drop()
+            if isinstance(exc, TimeoutError):
+                return None, "listing groups: no answer in time (a broker away?)"
+            return None, f"listing groups: {exc!r}"
+        return listed, None
+
     def close(self) -> None:
         if self._admin is not None:
             self._run_plain(self._admin.close(), 10.0)
@@ -155,6 +171,15 @@ class GroupReader:
 
         await asyncio.gather(*(one(group) for group in groups))
         return found, failed
+
+    async def _names(self) -> set[str]:
+        admin = await self._started()
+        listed = await admin.list_consumer_groups()
+        # (group, protocol type): "consumer", or "" for a group that only commits offsets
+        return {str(entry[0]) for entry in listed if str(entry[1]) in _CONSUMER_PROTOCOLS}
+
+
+_CONSUMER_PROTOCOLS = ("consumer", "")
 
 
 def _refused(message: str) -> bool:

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from offsetd.events.models import ProgressState
+from offsetd.lag.readiness import GroupReadiness
 from offsetd.lag.status import Status
 
 __all__ = [
@@ -243,6 +244,8 @@ class Snapshot:
     sink_partitions: tuple[SinkPartition, ...] = ()
     progress: tuple[TaskProgress, ...] = ()
     stall_after_seconds: float | None = None  # None: progress is not collected
+    # failover readiness per MM2 checkpoint flow and group (`offsetd.lag.readiness`)
+    failover: tuple[GroupReadiness, ...] = ()
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -273,6 +276,7 @@ class Snapshot:
                 for h in self.heartbeats
             ],
             "checkpoints": [c.as_json() for c in self.checkpoints],
+            "failover": [g.as_json() for g in self.failover],
             "sinks": [p.as_json(self.taken_ms) for p in self.sink_partitions],
             "progress": [p.as_json(self.taken_ms) for p in self.progress],
             "errors": dict(self.errors),
