@@ -10,7 +10,9 @@ Per-partition labels are connect_cluster, connector, source, target, topic, part
 series that belongs to a connector names it, so two MirrorSourceConnectors on one source ->
 target pair never collide. With `aggregate_per_topic` the partition label goes: lag in records
 is summed, seconds and ages take the maximum, the status is the worst partition's, and the
-per-partition N is left out.
+per-partition N is left out. Checkpoints are per group and partition; failover readiness
+(`offsetd_mm2_failover_*` but the re-consume bound) is per group only, whatever its partitions:
+connect_cluster, connector (the MirrorCheckpointConnector), source, target, group.
 
 Statuses (partition, connector, Connect states) are state sets: one series per possible state,
 1 for the current one and 0 for the others. So a series never disappears when the status
@@ -114,6 +116,43 @@ METRICS = _families(
         "gauge",
         "Records a group would consume again if it failed over to the target now "
         "(lower bound: source committed offset - checkpoint upstream offset).",
+    ),
+    MetricFamily(
+        "offsetd_mm2_failover_ready",
+        "gauge",
+        "1 when the group could fail over to the target now: a checkpoint for every partition "
+        "it committed on the source (of the replicated topics), none of them stale, its commits "
+        "read; 0 otherwise (offsetd lag names the reason).",
+    ),
+    MetricFamily(
+        "offsetd_mm2_failover_expected",
+        "gauge",
+        "1 when the group matches lag.failover_groups (it is expected to fail over), 0 for a "
+        "group exported only because MM2 checkpoints it.",
+    ),
+    MetricFamily(
+        "offsetd_mm2_failover_uncovered_partitions",
+        "gauge",
+        "Partitions the group committed on the source (of the replicated topics) that have no "
+        "checkpoint: they would restart at auto.offset.reset on the target.",
+    ),
+    MetricFamily(
+        "offsetd_mm2_failover_stale_partitions",
+        "gauge",
+        "Partitions whose checkpoint is older than lag.failover_max_checkpoint_age while the "
+        "group's source offset is past it.",
+    ),
+    MetricFamily(
+        "offsetd_mm2_failover_checkpoint_age_max_seconds",
+        "gauge",
+        "Age of the group's oldest checkpoint among those its source offset is past; absent "
+        "while it is past none.",
+    ),
+    MetricFamily(
+        "offsetd_mm2_failover_reread_lower_bound_records",
+        "gauge",
+        "Records the group would consume again if it failed over now, summed over its "
+        "checkpointed partitions (lower bound).",
     ),
     MetricFamily(
         "offsetd_mm2_lag_slo_seconds",
@@ -350,6 +389,7 @@ def render(
     _connector_rollups(page, snapshot)
     _heartbeats(page, snapshot)
     _checkpoints(page, snapshot)
+    _failover(page, snapshot)
     page.family(
         "offsetd_mm2_lag_slo_seconds",
         [f"offsetd_mm2_lag_slo_seconds {_num(snapshot.slo_seconds)}\n"],
@@ -455,6 +495,45 @@ def _checkpoints(page: _Page, snapshot: Snapshot) -> None:
             )
     page.family("offsetd_mm2_checkpoint_age_seconds", ages)
     page.family("offsetd_mm2_failover_reconsume_lower_bound_records", reconsume)
+
+
+def _failover(page: _Page, snapshot: Snapshot) -> None:
+    """Per group and checkpoint flow (never per partition: the partitions are in the counts)."""
+    ready, expected, uncovered, stale, ages, reread = [], [], [], [], [], []
+    for g in snapshot.failover:
+        labels = _labels(
+            (
+                ("connect_cluster", g.connect_cluster),
+                ("connector", g.connector),
+                ("source", g.source),
+                ("target", g.target),
+                ("group", g.group),
+            )
+        )
+        ready.append(f"offsetd_mm2_failover_ready{{{labels}}} {int(g.ready)}\n")
+        expected.append(f"offsetd_mm2_failover_expected{{{labels}}} {int(g.expected)}\n")
+        if not g.commits_known:  # counts of partitions unknown: no series, not a made-up 0
+            continue
+        uncovered.append(
+            f"offsetd_mm2_failover_uncovered_partitions{{{labels}}} {g.uncovered_count}\n"
+        )
+        stale.append(f"offsetd_mm2_failover_stale_partitions{{{labels}}} {g.stale}\n")
+        if g.checkpoint_age_max_seconds is not None:
+            ages.append(
+                f"offsetd_mm2_failover_checkpoint_age_max_seconds{{{labels}}} "
+                f"{_num(g.checkpoint_age_max_seconds)}\n"
+            )
+        if g.reread_lower_bound is not None:
+            reread.append(
+                f"offsetd_mm2_failover_reread_lower_bound_records{{{labels}}} "
+                f"{g.reread_lower_bound}\n"
+            )
+    page.family("offsetd_mm2_failover_ready", ready)
+    page.family("offsetd_mm2_failover_expected", expected)
+    page.family("offsetd_mm2_failover_uncovered_partitions", uncovered)
+    page.family("offsetd_mm2_failover_stale_partitions", stale)
+    page.family("offsetd_mm2_failover_checkpoint_age_max_seconds", ages)
+    page.family("offsetd_mm2_failover_reread_lower_bound_records", reread)
 
 
 def _connect_states(page: _Page, snapshot: Snapshot) -> None:

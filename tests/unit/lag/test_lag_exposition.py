@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from prometheus_client.parser import text_string_to_metric_families
 
 from offsetd.lag.exposition import METRICS, render
+from offsetd.lag.readiness import GroupReadiness
 from offsetd.lag.snapshot import (
     CheckpointLag,
     ConnectorHealth,
@@ -251,3 +254,61 @@ def test_sink_lag_and_progress_are_state_sets_and_series_per_task_and_partition(
     }
     assert held == {"": 60.0, "1": 30.0}
     assert families["offsetd_progress_stall_after_seconds"].samples[0].value == 180.0
+
+
+def readiness(group: str, **changes: object) -> GroupReadiness:
+    row = GroupReadiness(
+        "local", CHECKPOINT, "east", "west", group, True, True, 3, 3, 0, (), 0, 12.5, 40, True, ""
+    )
+    return replace(row, **changes)  # type: ignore[arg-type]
+
+
+def test_failover_readiness_is_per_group_never_per_partition() -> None:
+    page = render(
+        Snapshot(
+            taken_ms=NOW,
+            failover=(
+                readiness("ready"),
+                readiness(
+                    "behind",
+                    covered=1,
+                    uncovered_count=2,
+                    uncovered=("orders-1", "orders-2"),
+                    stale=1,
+                    ready=False,
+                    reason="2 of 3 partitions have no checkpoint",
+                ),
+                readiness("idle", expected=False, checkpoint_age_max_seconds=None),
+                readiness(
+                    "unread",
+                    commits_known=False,
+                    partitions=0,
+                    covered=0,
+                    checkpoint_age_max_seconds=None,
+                    reread_lower_bound=None,
+                    ready=False,
+                ),
+            ),
+        )
+    )
+    got = samples(page)
+    flow = {"connect_cluster": "local", "connector": CHECKPOINT, "source": "east", "target": "west"}
+
+    def value(name: str, group: str) -> float | None:
+        return got.get((f"offsetd_mm2_failover_{name}", labels(**flow, group=group)))
+
+    assert [value("ready", g) for g in ("ready", "behind", "idle", "unread")] == [1, 0, 1, 0]
+    assert [value("expected", g) for g in ("ready", "behind", "idle", "unread")] == [1, 1, 0, 1]
+    assert (value("uncovered_partitions", "behind"), value("stale_partitions", "behind")) == (2, 1)
+    assert value("checkpoint_age_max_seconds", "ready") == 12.5
+    assert value("reread_lower_bound_records", "ready") == 40
+    # undefined: no series (an age only where the group is past a checkpoint; counts only where
+    # the commits were read), never a made-up 0
+    assert value("checkpoint_age_max_seconds", "idle") is None
+    for name in ("uncovered_partitions", "stale_partitions", "reread_lower_bound_records"):
+        assert value(name, "unread") is None
+    assert not any(
+        "partition" in dict(key) or "topic" in dict(key)
+        for name, key in got
+        if name.startswith("offsetd_mm2_failover_") and "reconsume" not in name
+    )
