@@ -5,6 +5,7 @@ from __future__ import annotations
 import signal
 import sys
 import threading
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,7 @@ from offsetd.errors import KafkaAccessDenied
 from offsetd.kafkaaccess import DENIED
 from offsetd.kafkalogin import check_logins
 from offsetd.lag.exporter import LagExporter
+from offsetd.lag.readiness import GroupReadiness
 from offsetd.lag.snapshot import Snapshot
 
 __all__ = ["config_option", "lag", "serve", "state_option"]
@@ -116,6 +118,10 @@ def _print_table(snapshot: Snapshot) -> None:
                 ],
             )
         )
+    if snapshot.failover:
+        click.echo("")
+        click.echo("failover readiness")
+        click.echo(_failover_table(snapshot.failover))
     if snapshot.sink_partitions:
         # One look cannot tell a stall (that needs time): stuck states are the daemon's and
         # `lag serve`'s (offsetd_connector_progress); this is where each sink stands.
@@ -142,6 +148,39 @@ def _print_table(snapshot: Snapshot) -> None:
         click.echo(f"warning: {stage}: {message}", err=True)
 
 
+def _failover_table(rows: Sequence[GroupReadiness]) -> str:
+    """One line per group and checkpoint flow; the connector only when a pair has several."""
+    connectors = {(g.source, g.target, g.connect_cluster, g.connector) for g in rows}
+    several = len(connectors) > len({c[:2] for c in connectors})
+
+    def flow(g: GroupReadiness) -> str:
+        pair = f"{g.source}->{g.target}"
+        return f"{pair} ({g.connect_cluster}/{g.connector})" if several else pair
+
+    def reason(g: GroupReadiness) -> str:
+        if not g.uncovered:
+            return g.reason
+        more = ", ..." if g.uncovered_count > len(g.uncovered) else ""
+        return f"{g.reason} ({', '.join(g.uncovered)}{more})"
+
+    return table(
+        ["group", "flow", "expected", "ready", "covered", "ckpt age s", "re-read>=", "reason"],
+        [
+            [
+                g.group,
+                flow(g),
+                "yes" if g.expected else "no",
+                "yes" if g.ready else "no",
+                f"{g.covered}/{g.partitions}" if g.commits_known else None,
+                _seconds(g.checkpoint_age_max_seconds),
+                g.reread_lower_bound,
+                reason(g),
+            ]
+            for g in rows
+        ],
+    )
+
+
 @click.group(invoke_without_command=True)
 @config_option
 @state_option
@@ -149,7 +188,8 @@ def _print_table(snapshot: Snapshot) -> None:
 @click.pass_context
 @reports_errors
 def lag(ctx: click.Context, config_path: Path, state_file: Path | None, output: str) -> None:
-    """MirrorMaker 2 replication lag (records, seconds, status) and sink lag, printed once."""
+    """MirrorMaker 2 lag (records, seconds, status), failover readiness per group and sink lag,
+    printed once."""
     if ctx.invoked_subcommand is not None:
         return
     # The windows (for the statuses) are read but never written: the file may be a running
