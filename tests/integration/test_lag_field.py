@@ -13,6 +13,11 @@ the identity replication policy (its copies are `<topic>` on west, the stack's a
   once and not after the 10-minute window;
 - WARN: a producer quota on west for green's task producer, fed faster than the quota;
 - checkpoint lag: a consumer group on east moves while the checkpoint connector is stopped;
+- failover readiness: that group, expected by name in `lag.failover_groups`, is ready while its
+  checkpoint follows it, not ready (stale) while it is ahead of a checkpoint older than
+  `failover_max_checkpoint_age`, ready again once checkpoints flow; a group expected by a glob
+  (ListGroups) that commits while no checkpoint is written is not ready (uncovered) until MM2
+  checkpoints it;
 - a burst of new topics seen by the collector's client before they had leaders: it must recover
   within two cycles, not minutes;
 - the one-shot `offsetd lag`, timed by its own cycle.
@@ -61,12 +66,17 @@ pytestmark = pytest.mark.integration
 GREEN = f"{mm2.SOURCE}->{mm2.TARGET}.green"
 PREFIX = unique("field")
 STALL_AFTER_S = 8
+READY_GROUP = unique("field-ready")  # expected by its name
+LATE_GROUPS = unique("field-late")  # expected by a glob: matched against east's ListGroups
 LAG_SETTINGS = {
     "interval": "1s",
     "window": "30s",
     "flush_interval": "1s",
     "stall_after": f"{STALL_AFTER_S}s",
     "slo_seconds": 3600,
+    "failover_groups": [READY_GROUP, f"{LATE_GROUPS}-*"],
+    # short, so the checkpoint test sees a stale one within its few seconds ahead
+    "failover_max_checkpoint_age": "2s",
 }
 
 
@@ -419,6 +429,27 @@ def _checkpoint(url: str, group: str, topic: str) -> dict[str, float]:
     return out
 
 
+def _failover(url: str, group: str) -> dict[str, float]:
+    """The group's failover readiness series (per group: no topic, no partition): {name: value}."""
+    page = fetch_page(url) or {}
+    out: dict[str, float] = {}
+    for (name, labels), value in page.items():
+        found = dict(labels)
+        if name.startswith("offsetd_mm2_failover_") and found.get("group") == group:
+            if "topic" in found:  # the per-partition re-consume bound
+                continue
+            assert found["connector"] == mm2.CHECKPOINT_CONNECTOR, found
+            assert (found["source"], found["target"]) == (mm2.SOURCE, mm2.TARGET), found
+            out[name.removeprefix("offsetd_mm2_failover_")] = value
+    return out
+
+
+def _readiness(url: str, group: str, **wanted: float) -> dict[str, float] | None:
+    """The group's readiness series once they hold `wanted` (None until then)."""
+    found = _failover(url, group)
+    return found if all(found.get(k) == v for k, v in wanted.items()) else None
+
+
 def _commit(east: str, group: str, topic: str, offset: int) -> None:
     consumer = Consumer({"bootstrap.servers": east, "group.id": group, "enable.auto.commit": False})
     try:
@@ -433,7 +464,7 @@ def test_checkpoint_lag_of_a_group_that_moved_while_checkpoints_stopped(
     """MM2 translates a group's offset only as finely as its offset syncs (one per
     `offset.lag.max`, 100, records): 300 records give syncs to translate 250 by, 10 by the
     first one."""
-    topic, group = unique("field-ckpt"), unique("field-group")
+    topic, group, late = unique("field-ckpt"), READY_GROUP, f"{LATE_GROUPS}-g"
     create_topic(east, topic)
     produce(east, topic, _records(300, "a"))
     wait_for("MM2 replicated 300", lambda: _at(lag_url, mm2.SOURCE_CONNECTOR, topic, 299, 0), 90)
@@ -445,9 +476,19 @@ def test_checkpoint_lag_of_a_group_that_moved_while_checkpoints_stopped(
         "the group's checkpoint", lambda: _checkpoint(lag_url, group, topic).get(reconsume) == 0, 90
     )
     assert age not in _checkpoint(lag_url, group, topic)
+    # ...so the group could fail over now: its one partition covered, nothing to re-read
+    ready = _failover(lag_url, group)
+    assert ready == {
+        "ready": 1,
+        "expected": 1,
+        "uncovered_partitions": 0,
+        "stale_partitions": 0,
+        "reread_lower_bound_records": 0,
+    }, ready
     _stop(connect, mm2.CHECKPOINT_CONNECTOR)
     try:
         _commit(east, group, topic, 250)
+        _commit(east, late, topic, 120)  # expected by the glob; no checkpoint is written now
 
         def ahead() -> dict[str, float] | None:
             found = _checkpoint(lag_url, group, topic)
@@ -455,6 +496,18 @@ def test_checkpoint_lag_of_a_group_that_moved_while_checkpoints_stopped(
 
         moved = wait_for("the group ahead of its checkpoint", ahead, timeout_s=30)
         first_age = moved[age]
+        # ahead of a checkpoint older than failover_max_checkpoint_age (2 s): not ready, stale
+        stale = wait_for("the group not ready, its checkpoint stale", lambda: _readiness(
+            lag_url, group, ready=0, stale_partitions=1, uncovered_partitions=0
+        ), timeout_s=10)  # fmt: skip
+        assert stale["reread_lower_bound_records"] == 240, stale
+        assert stale["checkpoint_age_max_seconds"] > 2, stale
+        # a group committed on a replicated partition MM2 has not checkpointed: not ready
+        uncovered = wait_for("the glob's group, uncovered", lambda: _readiness(
+            lag_url, late, ready=0, expected=1, uncovered_partitions=1
+        ), timeout_s=10)  # fmt: skip
+        assert "checkpoint_age_max_seconds" not in uncovered, uncovered
+        assert uncovered["reread_lower_bound_records"] == 0, uncovered
         time.sleep(3)
         later = _checkpoint(lag_url, group, topic)
         assert later[reconsume] == 240  # 250 committed - 10 checkpointed, exactly
@@ -467,6 +520,11 @@ def test_checkpoint_lag_of_a_group_that_moved_while_checkpoints_stopped(
         90,
     )
     assert age not in _checkpoint(lag_url, group, topic)
+    # checkpoints flow again: both groups can fail over
+    for expected in (group, late):
+        wait_for(f"{expected} ready", lambda g=expected: _readiness(  # type: ignore[misc]
+            lag_url, g, ready=1, uncovered_partitions=0, stale_partitions=0
+        ), timeout_s=30)  # fmt: skip
 
 
 # -- the one-shot command ------------------------------------------------------------------------
@@ -492,7 +550,9 @@ def test_the_one_shot_lag_command_collects_in_well_under_a_second(field_config: 
         cpu.append(round(_children_cpu() - used, 2))
         doc: dict[str, Any] = json.loads(done.stdout)
         assert doc["partitions"]
-        assert not doc["errors"], doc["errors"]
+        assert not doc["errors"], doc["errors"]  # east's groups listed for the glob, too
+        named = [r for r in doc["failover"] if r["group"] == READY_GROUP]
+        assert [r["expected"] for r in named] == [True], doc["failover"]
         cycles.append(round(doc["refresh_seconds"], 3))
     print(f"one-shot cycles: {cycles}, whole commands: {commands}, their CPU: {cpu}")
     assert min(cycles) < 0.5, cycles
