@@ -238,3 +238,91 @@ def test_failover_resumes_a_real_consumer_on_west_undo_and_failback(
     keys = _read_as_group(east, group, topic, 329)
     assert set(range(300, 330)) <= set(keys), "a record after the west commit was lost"
     assert len([k for k in keys if k < 300]) <= back["groups"][0]["reread_max"]
+
+
+IDENTITY = "org.apache.kafka.connect.mirror.IdentityReplicationPolicy"
+
+
+def test_identity_policy_missing_partitions_and_a_gone_source(
+    connect: ConnectClient, east: str, west: str, offsetd_yaml: Path
+) -> None:
+    """An identity flow (names kept, offset syncs on the target) next to the default one; a
+    group that also read a topic no flow replicates, under each `--missing` choice; and the
+    source taken as gone (`--no-source`): translated from the checkpoints alone, said so."""
+    topic, other, group = unique("ident"), unique("unmirrored"), unique("ident-app")
+    create_topic(east, topic)
+    create_topic(east, other)
+    create_topic(west, other)  # same name on west, but no flow writes it: nothing translates it
+    produce(east, topic, _records(0, 300))
+    produce(east, other, _records(0, 20))
+    produce(west, other, _records(0, 7))
+    _consume_and_commit(east, group, topic, 250)
+    _consume_and_commit(east, group, other, 12)
+    base = connect.http.get(connect.path(mm2.SOURCE_CONNECTOR, "/config")).json()
+    cbase = connect.http.get(connect.path(mm2.CHECKPOINT_CONNECTOR, "/config")).json()
+    identity = {
+        "replication.policy.class": IDENTITY,
+        "offset-syncs.topic.location": "target",
+    }
+    source_name, checkpoint_name = f"{topic}-source", f"{topic}-checkpoint"
+    connect.create(
+        source_name,
+        {
+            **base,
+            **identity,
+            "name": source_name,
+            "topics": topic,
+            "sync.topic.configs.enabled": "false",
+        },
+    )
+    connect.create(
+        checkpoint_name,
+        {**cbase, **identity, "name": checkpoint_name, "groups": group, "topics": topic},
+    )
+    try:
+        wait_for(f"300 records of {topic} on west", lambda: _mirrored(west, topic, 300), 90)
+        wait_for("the identity checkpoint", lambda: _checkpointed(west, group, topic, 250), 90)
+        args = (
+            "mm2", "failover", group, "--from", "east", "--to", "west",
+            "--policy", "identity", "--offset-syncs-location", "target",
+        )  # fmt: skip
+
+        # Refused by default: one line naming the partition and the choice; nothing changed.
+        refused = offsetd(offsetd_yaml, *args)
+        assert refused.exit_code != 0
+        assert f"{other}-0" in refused.stderr
+        assert "--missing" in refused.stderr
+        assert _commits(west, group) == {}
+
+        # earliest (dry) and latest (applied): west's own log start and end.
+        early = offsetd_json(offsetd_yaml, *args, "--missing", "earliest", "--dry-run")
+        rows = {m["target_topic"]: m for m in early["groups"][0]["partitions"]}
+        assert (rows[other]["via"], rows[other]["target_offset"]) == ("earliest", 0)
+        assert rows[topic]["via"] in ("checkpoint", "offset-sync")
+        assert _commits(west, group) == {}
+        late = offsetd_json(offsetd_yaml, *args, "--missing", "latest")
+        assert late["outcomes"][0]["status"] == "applied"
+        translated = {
+            m["target_topic"]: m["target_offset"] for m in late["groups"][0]["partitions"]
+        }
+        assert translated[other] == 7
+        assert _commits(west, group) == {(t, 0): offset for t, offset in translated.items()}
+        keys = _read_as_group(west, group, topic, 299)
+        assert set(range(250, 300)) <= set(keys)
+        assert len([k for k in keys if k < 250]) <= late["groups"][0]["reread_max"]
+        offsetd_json(
+            offsetd_yaml,
+            "offsets", "undo", late["outcomes"][0]["snapshot_id"], "--kafka-cluster", "west",
+        )  # fmt: skip
+        assert _commits(west, group) == {}
+
+        # The source gone: its commits unknown, each partition from its newest checkpoint.
+        gone = offsetd_json(offsetd_yaml, *args, "--no-source", "--dry-run")
+        # (the default flow checkpoints the group into the same topic, as east.<topic>)
+        rows = {m["target_topic"]: m for m in gone["groups"][0]["partitions"]}
+        assert (rows[topic]["source_offset"], rows[topic]["via"]) == (None, "checkpoint")
+        assert rows[topic]["target_offset"] == translated[topic]
+        assert any("--no-source" in note for note in gone["notes"])
+    finally:
+        connect.delete(checkpoint_name)
+        connect.delete(source_name)

@@ -250,6 +250,7 @@ def _run(operation: str, **kw: Any) -> None:
         None if kw["no_source"] else source_conf,
         policy,
         location,  # type: ignore[arg-type]
+        "failover" if operation == "mm2-failover" else "failback",
         kw["source_timeout"],
     )
     gathered = gather(request)

@@ -251,7 +251,10 @@ def _move(
         if marks is None:
             notes.append(f"{tt} has no partition {p} on {flow.target}")
         else:
-            notes.append("no checkpoint and no offset sync translates it")
+            notes.append(
+                "no checkpoint and no offset sync translates it "
+                "(--missing earliest|latest starts it at the target's log start or end)"
+            )
         if opts.missing == "refuse" or marks is None:
             action: Action = "refuse" if opts.missing == "refuse" else "leave-out"
             return move(via="none", action=action)
