@@ -59,6 +59,8 @@ class CheckpointReader:
         # read keeps their rows (not ready, and why) instead of dropping the series an alert
         # holds its `for:` clock on
         self._expected_of: dict[tuple[str, str], set[str]] = {}
+        # per source cluster: its last group list, standing in while a listing fails
+        self._listed: dict[str, set[str]] = {}
 
     def close(self) -> None:
         for tail in self._tails.values():
@@ -159,8 +161,8 @@ class CheckpointReader:
             del self._expected_of[gone]
         return out
 
-    @staticmethod
     def _expected(
+        self,
         policy: FailoverPolicy,
         reader: GroupReader,
         by_group: Mapping[str, object],
@@ -176,9 +178,10 @@ class CheckpointReader:
             where = reader.conf["bootstrap.servers"]
             if where not in listed:
                 names, why = reader.names()
-                if why is not None:  # the checkpointed groups and plain names still count
-                    errors[f"group_list:{flow.source}"] = why
-                listed[where] = names or set()
+                if names is None:  # the last list, the checkpointed groups and names still count
+                    errors[f"group_list:{flow.source}"] = why or "no group list"
+                    names = self._listed.get(where, set())
+                listed[where] = self._listed[where] = names
             candidates |= listed[where]
         return expected_groups(policy.groups, candidates)
 

@@ -144,6 +144,19 @@ def test_plain_names_need_no_listing_and_a_failed_listing_is_an_error_not_a_stop
     assert [(r.group, r.expected, r.ready) for r in found.readiness] == [("orders-eu", True, True)]
 
 
+def test_a_failed_listing_falls_back_on_the_last_one() -> None:
+    reader = CheckpointReader()
+    groups = FakeGroups({"orders-eu": {("orders", 0): 7}}, listed={"orders-eu"})
+    run(reader, groups, ("orders-*",), {})
+    groups.listed = None
+    errors: dict[str, str] = {}
+
+    found = run(reader, groups, ("orders-*",), errors)
+
+    assert "group_list:east" in errors
+    assert [(r.group, r.expected) for r in found.readiness] == [("orders-eu", True)]
+
+
 def test_a_flow_that_cannot_be_read_keeps_its_expected_groups_as_not_ready() -> None:
     reader = CheckpointReader()
     groups = FakeGroups({"billing": {}}, listed={"billing"})
