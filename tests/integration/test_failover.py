@@ -326,3 +326,32 @@ def test_identity_policy_missing_partitions_and_a_gone_source(
     finally:
         connect.delete(checkpoint_name)
         connect.delete(source_name)
+
+
+def test_bad_input_is_one_line_and_changes_nothing(
+    east: str, west: str, offsetd_yaml: Path, tmp_path: Path
+) -> None:
+    """An unknown group, a pattern matching none, an unknown alias, a pair no flow connects:
+    one line each, a non-zero exit, and no commit anywhere."""
+    from ruamel.yaml import YAML
+
+    yaml = YAML()
+    doc = yaml.load(offsetd_yaml.read_text())
+    doc["kafka_clusters"]["south"] = dict(doc["kafka_clusters"]["east"])  # no flow names it
+    config = tmp_path / "offsetd.yaml"
+    with config.open("w") as out:
+        yaml.dump(doc, out)
+    missing = unique("no-such-group")
+    cases = {
+        (missing, "--from", "east", "--to", "west"): f"group '{missing}' matches no consumer group",
+        ("zz-none-*", "--from", "east", "--to", "west"): "pattern 'zz-none-*' matches no",
+        ("x", "--from", "east", "--to", "mars"): "--to 'mars' is not a cluster in kafka_clusters",
+        ("x", "--from", "west", "--to", "south"): "no MirrorMaker 2 flow translates west to south",
+    }
+    for args, words in cases.items():
+        done = offsetd(config, "mm2", "failover", *args)
+        lines = [line for line in done.stderr.strip().splitlines() if line]
+        assert done.exit_code != 0, (args, done.stdout)
+        assert len(lines) == 1, (args, done.stderr)
+        assert words in lines[0], (args, lines[0])
+    assert _commits(west, missing) == {}
