@@ -415,3 +415,67 @@ def test_the_daemon_without_read_on_its_group_waits_and_says_so(
     assert len(said) == 1, text
     assert "READ on group" in said[0]
     assert "Traceback" not in text
+
+
+# -- mm2 failover: READ (and, to undo, DELETE) on the groups it moves -----------------------------
+
+
+def _group_commits(stack: StackInfo, alias: str, group: str) -> dict[tuple[str, int], int]:
+    from confluent_kafka import ConsumerGroupTopicPartitions
+
+    admin = AdminClient(dict[str, str | int | float | bool](stack.admin_config(alias)))
+    future = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)])[group]
+    result = future.result(timeout=30)
+    return {
+        (tp.topic, tp.partition): tp.offset
+        for tp in result.topic_partitions or []
+        if tp.offset >= 0
+    }
+
+
+def test_failover_needs_read_on_the_groups_it_moves_and_delete_to_undo(
+    secure_stack: StackInfo, principal: Principal, connectors: Connectors
+) -> None:
+    """On SASL_SSL with ACLs: offsetd's ACLs read everything a failover plans from (checkpoints,
+    offset syncs, both clusters' groups); committing the group on the target needs READ on it,
+    and an undo that removes the commits again DELETE. Each refusal is one line naming the ACL,
+    with nothing changed; granted, the group is moved and restored exactly."""
+    group = connectors.mirrored_group
+    wait_for("MM2 to checkpoint the mirrored group", lambda: _checkpointed(principal, group))
+    args = ("mm2", "failover", group, "--from", "east", "--to", "west")
+    dry = _run(principal, *args, "--dry-run", "-o", "json")
+    assert dry.returncode == 0, dry.stderr
+    (move,) = json.loads(dry.stdout)["groups"][0]["partitions"]
+    assert move["target_topic"] == f"{mm2.SOURCE}.{mm2.HEARTBEATS_TOPIC}"
+
+    refused = _run(principal, *args)
+    errors = [line for line in refused.stderr.splitlines() if line.startswith("error:")]
+    assert refused.returncode == 58, refused.stderr
+    assert len(errors) == 1, refused.stderr
+    assert f"READ on group '{group}'" in errors[0]
+    assert principal.name in errors[0]
+    assert _group_commits(secure_stack, "west", group) == {}
+
+    read = Acl(principal.name, "group", "lp-mirrored", "READ", prefixed=True)
+    delete = Acl(principal.name, "group", "lp-mirrored", "DELETE", prefixed=True)
+    _grant(secure_stack, [read])
+    try:
+        done = _run(principal, *args, "-o", "json")
+        assert done.returncode == 0, done.stderr
+        moved = json.loads(done.stdout)
+        (outcome,) = moved["outcomes"]
+        assert outcome["status"] == "applied"
+        target = moved["groups"][0]["partitions"][0]
+        assert _group_commits(secure_stack, "west", group) == {
+            (target["target_topic"], 0): target["target_offset"]
+        }
+        undo = ("offsets", "undo", outcome["snapshot_id"], "--kafka-cluster", "west")
+        no_delete = _run(principal, *undo)
+        assert no_delete.returncode == 58, no_delete.stderr
+        assert f"DELETE on group '{group}'" in no_delete.stderr
+        _grant(secure_stack, [delete])
+        undone = _run(principal, *undo)
+        assert undone.returncode == 0, undone.stderr
+        assert _group_commits(secure_stack, "west", group) == {}
+    finally:
+        _revoke(secure_stack, [read, delete])
