@@ -51,6 +51,7 @@ script may want to tell apart has its own code::
     ├── KafkaAuthFailed         exit 59  SASL authentication failed (user, password, mechanism)
     ├── TlsFailed               exit 60  a TLS handshake failed (unknown CA, expired, wrong host)
     ├── IncidentNotFound        exit 62  no incident with that id (or unique prefix) in the audit
+    ├── FailoverError           exit 63  a consumer-group failover/failback refused or not read back
     └── ConnectUnavailable      exit 12  (see above)
         └── ConnectAccessDenied exit 61  Connect answered 401 (credentials) or 403 (not allowed)
 
@@ -78,6 +79,7 @@ __all__ = [
     "ConnectorStateRefused",
     "ControlRefused",
     "ControlStoreUnavailable",
+    "FailoverError",
     "GitOpsManaged",
     "IncidentNotFound",
     "InvalidDocument",
@@ -202,6 +204,13 @@ class IncidentNotFound(OffsetdError):
     """`offsetd history --incident`: no incident, or several, with that id or prefix."""
 
     exit_code = 62
+
+
+class FailoverError(OffsetdError):
+    """`offsetd mm2 failover/failback` (and a group's undo): refused with nothing changed, or a
+    commit that did not read back; one line saying which group and why."""
+
+    exit_code = 63
 
 
 class TlsFailed(OffsetdError):

@@ -22,9 +22,9 @@ from offsetd.cli.failures import reports_errors
 from offsetd.cli.output import emit_json, table
 from offsetd.config import DEFAULT_CONFIG_PATH, Settings, load_settings
 from offsetd.durations import parse_duration
-from offsetd.errors import ConfigError
+from offsetd.errors import ConfigError, FailoverError
 from offsetd.failover.apply import GroupOutcome, apply_group, offsets_of, undo_group
-from offsetd.failover.kafka import FailoverError, TargetGroups
+from offsetd.failover.kafka import TargetGroups
 from offsetd.failover.plan import GroupPlan, PlanOptions
 from offsetd.failover.policy import ReplicationPolicy, policy_of_config
 from offsetd.failover.session import FailoverRequest, Gathered, gather, plan_all

@@ -8,3 +8,5 @@ topics the way the flow's replication policy does; `syncs` decodes and searches 
 `kafka` reads what a plan needs (the target's topics; the source's commits when it answers);
 `apply` commits a plan safely (members refused, snapshot first, read back); `render` prints it.
 """
+
+__all__: list[str] = []

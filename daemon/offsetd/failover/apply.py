@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from offsetd.failover.kafka import FailoverError, TargetGroups
+from offsetd.errors import FailoverError
+from offsetd.failover.kafka import TargetGroups
 from offsetd.failover.plan import IDLE_STATES, GroupPlan
 from offsetd.offsets.model import OffsetEntry
 from offsetd.offsets.snapshots import Snapshot, SnapshotStore, new_snapshot_id

@@ -23,7 +23,7 @@ from confluent_kafka import TopicPartition as KafkaTP
 from confluent_kafka.admin import AdminClient
 
 from offsetd.adminclient import connected_admin
-from offsetd.errors import OffsetdError
+from offsetd.errors import FailoverError
 from offsetd.failover.syncs import OffsetSync, SyncIndex, decode_offset_sync
 from offsetd.kafkaaccess import denied, raise_if_denied
 from offsetd.lag.checkpoints import Checkpoint, CheckpointError, decode_checkpoint
@@ -32,7 +32,6 @@ from offsetd.lag.kafka_io import OffsetSpec
 from offsetd.offsets.offline.reader import offline_consumer
 
 __all__ = [
-    "FailoverError",
     "Read",
     "TargetGroup",
     "TargetGroups",
@@ -43,10 +42,6 @@ __all__ = [
 ]
 
 TP = tuple[str, int]
-
-
-class FailoverError(OffsetdError):
-    """A failover that cannot go on, in one line."""
 
 
 @dataclass

@@ -14,9 +14,8 @@ from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from offsetd.adminclient import connected_admin
-from offsetd.errors import KafkaAccessDenied, KafkaAuthFailed, TlsFailed
+from offsetd.errors import FailoverError, KafkaAccessDenied, KafkaAuthFailed, TlsFailed
 from offsetd.failover.kafka import (
-    FailoverError,
     Read,
     TargetGroups,
     list_groups,
