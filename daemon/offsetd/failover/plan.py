@@ -163,7 +163,7 @@ def came_from_target(flow: FlowInputs, topic: str) -> str | None:
     if (
         flow.policy.kind == "identity"
         and flow.inverse_syncs is not None
-        and any(t == topic for t, _p in flow.inverse_syncs.partitions())
+        and flow.inverse_syncs.has_topic(topic)
     ):
         return topic  # the other flow replicates it under the same name: it came from there
     return None

@@ -66,12 +66,17 @@ class SyncIndex:
         # Both orders agree for a sane flow; kept apart so a bad pair cannot mislead a search.
         self._by_up = {tp: sorted(p) for tp, p in pairs.items()}
         self._by_down = {tp: sorted((d, u) for u, d in p) for tp, p in pairs.items()}
+        self._topics = frozenset(topic for topic, _p in pairs)
 
     def __len__(self) -> int:
         return sum(len(pairs) for pairs in self._by_up.values())
 
     def partitions(self) -> set[TP]:
         return set(self._by_up)
+
+    def has_topic(self, topic: str) -> bool:
+        """Whether any sync is of `topic` (asked per partition while planning: no set built)."""
+        return topic in self._topics
 
     def count(self, tp: TP) -> int:
         return len(self._by_up.get(tp, ()))
