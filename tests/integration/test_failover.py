@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, TopicPartition
 from confluent_kafka.admin import AdminClient
+from ruamel.yaml import YAML
 
 from offsetd.devstack import mm2
 from offsetd.lag.checkpoints import CheckpointError, decode_checkpoint
@@ -243,8 +244,19 @@ def test_failover_resumes_a_real_consumer_on_west_undo_and_failback(
 IDENTITY = "org.apache.kafka.connect.mirror.IdentityReplicationPolicy"
 
 
+def _with_dead_source(config: Path, folder: Path) -> Path:
+    """The config with east's bootstrap at a port nothing listens on: east gone."""
+    yaml = YAML()
+    doc = yaml.load(config.read_text())
+    doc["kafka_clusters"]["east"]["bootstrap_servers"] = "127.0.0.1:9"  # discard: refused
+    out_path = folder / "east-gone.yaml"
+    with out_path.open("w") as out:
+        yaml.dump(doc, out)
+    return out_path
+
+
 def test_identity_policy_missing_partitions_and_a_gone_source(
-    connect: ConnectClient, east: str, west: str, offsetd_yaml: Path
+    connect: ConnectClient, east: str, west: str, offsetd_yaml: Path, tmp_path: Path
 ) -> None:
     """An identity flow (names kept, offset syncs on the target) next to the default one; a
     group that also read a topic no flow replicates, under each `--missing` choice; and the
@@ -316,7 +328,15 @@ def test_identity_policy_missing_partitions_and_a_gone_source(
         )  # fmt: skip
         assert _commits(west, group) == {}
 
-        # The source gone: its commits unknown, each partition from its newest checkpoint.
+        # The source gone (its address answers nothing): after --source-timeout its commits
+        # are unknown and each partition comes from its newest checkpoint, said so.
+        dead = _with_dead_source(offsetd_yaml, tmp_path)
+        started = time.monotonic()
+        away = offsetd_json(dead, *args, "--source-timeout", "3", "--dry-run")
+        assert time.monotonic() - started < 30
+        assert any("east did not answer in 3 s" in note for note in away["notes"]), away["notes"]
+        rows = {m["target_topic"]: m for m in away["groups"][0]["partitions"]}
+        assert (rows[topic]["source_offset"], rows[topic]["via"]) == (None, "checkpoint")
         gone = offsetd_json(offsetd_yaml, *args, "--no-source", "--dry-run")
         # (the default flow checkpoints the group into the same topic, as east.<topic>)
         rows = {m["target_topic"]: m for m in gone["groups"][0]["partitions"]}
@@ -333,7 +353,6 @@ def test_bad_input_is_one_line_and_changes_nothing(
 ) -> None:
     """An unknown group, a pattern matching none, an unknown alias, a pair no flow connects:
     one line each, a non-zero exit, and no commit anywhere."""
-    from ruamel.yaml import YAML
 
     yaml = YAML()
     doc = yaml.load(offsetd_yaml.read_text())
