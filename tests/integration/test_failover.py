@@ -245,10 +245,13 @@ IDENTITY = "org.apache.kafka.connect.mirror.IdentityReplicationPolicy"
 
 
 def _with_dead_source(config: Path, folder: Path) -> Path:
-    """The config with east's bootstrap at a port nothing listens on: east gone."""
+    """The config with east's bootstrap and Connect's URL at a port nothing listens on: east
+    gone, and the Connect cluster that ran MM2 with it."""
     yaml = YAML()
     doc = yaml.load(config.read_text())
     doc["kafka_clusters"]["east"]["bootstrap_servers"] = "127.0.0.1:9"  # discard: refused
+    for cluster in doc["connect_clusters"].values():  # Connect went down with it
+        cluster["url"] = "http://127.0.0.1:9"
     out_path = folder / "east-gone.yaml"
     with out_path.open("w") as out:
         yaml.dump(doc, out)
@@ -335,6 +338,7 @@ def test_identity_policy_missing_partitions_and_a_gone_source(
         away = offsetd_json(dead, *args, "--source-timeout", "3", "--dry-run")
         assert time.monotonic() - started < 30
         assert any("east did not answer in 3 s" in note for note in away["notes"]), away["notes"]
+        assert any("no Connect cluster answered" in note for note in away["notes"])
         rows = {m["target_topic"]: m for m in away["groups"][0]["partitions"]}
         assert (rows[topic]["source_offset"], rows[topic]["via"]) == (None, "checkpoint")
         gone = offsetd_json(offsetd_yaml, *args, "--no-source", "--dry-run")
@@ -374,3 +378,93 @@ def test_bad_input_is_one_line_and_changes_nothing(
         assert len(lines) == 1, (args, done.stderr)
         assert words in lines[0], (args, lines[0])
     assert _commits(west, missing) == {}
+
+
+def _reverse_flow(connect: ConnectClient, prefix: str, topics: str, group: str) -> list[str]:
+    """A west -> east flow (source and checkpoint connectors) for `topics` and `group`: the
+    reverse flow a DR cluster runs while it takes writes."""
+    names = [f"{prefix}-back-source", f"{prefix}-back-checkpoint"]
+    for name, forward in zip(names, (mm2.SOURCE_CONNECTOR, mm2.CHECKPOINT_CONNECTOR), strict=True):
+        config = connect.http.get(connect.path(forward, "/config")).json()
+        east_bootstrap = config["source.cluster.bootstrap.servers"]
+        west_bootstrap = config["target.cluster.bootstrap.servers"]
+        config.update(
+            {
+                "name": name,
+                "source.cluster.alias": mm2.TARGET,
+                "target.cluster.alias": mm2.SOURCE,
+                "source.cluster.bootstrap.servers": west_bootstrap,
+                "target.cluster.bootstrap.servers": east_bootstrap,
+                # the worker's producer writes to west: the replicas and checkpoints go to east
+                "producer.override.bootstrap.servers": east_bootstrap,
+                "topics": topics,
+                "groups": group,
+            }
+        )
+        connect.create(name, config)
+    return names
+
+
+def test_failback_uses_the_reverse_flows_checkpoints_for_what_the_dr_cluster_wrote(
+    connect: ConnectClient, east: str, west: str, offsetd_yaml: Path
+) -> None:
+    """The group failed over to west and, during the outage, also read `dr-*`, a topic written
+    on west; a reverse flow (west -> east) replicates it to east as `west.dr-*` and checkpoints
+    the group into east. Failback translates both: the replica `east.<topic>` home to `<topic>`
+    through the forward flow's offset syncs in reverse, and `dr-*` to `west.dr-*` through the
+    reverse flow's checkpoint; real consumers on east lose nothing of either."""
+    topic, local, group = unique("fb"), unique("dr"), unique("fb-app")
+    mirrored = f"{mm2.SOURCE}.{topic}"
+    create_topic(east, topic)
+    produce(east, topic, _records(0, 100))
+    _consume_and_commit(east, group, topic, 100)
+    wait_for(f"{mirrored} on west", lambda: _mirrored(west, mirrored, 100), 90)
+    wait_for("the group's checkpoint", lambda: _checkpointed(west, group, mirrored, 100), 90)
+    done = offsetd_json(offsetd_yaml, "mm2", "failover", group, "--from", "east", "--to", "west")
+    assert done["outcomes"][0]["status"] == "applied"
+
+    # the outage: the group reads on west, including a topic only west has
+    create_topic(west, local)
+    produce(west, local, _records(0, 40))
+    _consume_and_commit(west, group, local, 30)
+    assert _commits(west, group) == {(mirrored, 0): 100, (local, 0): 30}
+    names = _reverse_flow(connect, local, f"{local}.*", group)
+    try:
+        replica = f"{mm2.TARGET}.{local}"
+        wait_for(f"{replica} on east", lambda: _mirrored(east, replica, 40), 90)
+
+        def reverse_checkpoint() -> bool:
+            for msg in consume_all_safe(east, f"{mm2.TARGET}.checkpoints.internal"):
+                try:
+                    c = decode_checkpoint(msg.key(), msg.value(), 0)
+                except CheckpointError:
+                    continue
+                if (c.group, c.topic, c.upstream_offset) == (group, replica, 30):
+                    return True
+            return False
+
+        wait_for("the reverse flow's checkpoint", reverse_checkpoint, 90)
+        produce(east, topic, _records(100, 110))  # east is back and takes writes again
+        args = ("mm2", "failback", group, "--from", "west", "--to", "east")
+        back = offsetd_json(offsetd_yaml, *args)
+        rows = {m["target_topic"]: m for m in back["groups"][0]["partitions"]}
+        assert rows[topic]["via"] == "inverse-sync", rows[topic]
+        assert rows[replica]["via"] == "checkpoint", rows[replica]
+        assert back["outcomes"][0]["status"] == "applied"
+        commits = _commits(east, group)
+        assert commits[(replica, 0)] == rows[replica]["target_offset"]
+        dr_keys = _read_as_group(east, group, replica, 39)
+        assert set(range(30, 40)) <= set(dr_keys), "a record written on west was lost"
+        assert len([k for k in dr_keys if k < 30]) <= rows[replica]["reread_max"]
+        keys = _read_as_group(east, group, topic, 109)
+        assert set(range(100, 110)) <= set(keys), "a record written on east since was lost"
+    finally:
+        for name in names:
+            connect.delete(name)
+
+
+def consume_all_safe(bootstrap: str, topic: str) -> list[Any]:
+    try:
+        return consume_all(bootstrap, topic)
+    except Exception:  # not there yet, or not known at the first metadata request
+        return []
