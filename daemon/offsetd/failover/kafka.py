@@ -134,6 +134,8 @@ def read_syncs(
 def list_groups(admin: AdminClient, timeout_s: float) -> list[str]:
     """Every consumer group of a cluster (one request per broker; no coordinator request)."""
     result = admin.list_consumer_groups(request_timeout=timeout_s).result()
+    if result.errors and not result.valid:  # no broker answered (librdkafka does not raise)
+        raise FailoverError(f"listing groups: {result.errors[0].str()}")
     return sorted(g.group_id for g in result.valid)
 
 

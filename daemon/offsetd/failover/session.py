@@ -76,7 +76,10 @@ def _source_answers(request: FailoverRequest, notes: list[str]) -> list[str] | N
         notes.append(f"{request.source} not asked (--no-source): its commits are unknown")
         return None
     try:
-        admin = connected_admin(request.source_conf, request.source_timeout_s, request.source)
+        # librdkafka logs every refused connection to stderr; a gone source is expected here
+        # and said once, in the plan's notes
+        quiet = {**request.source_conf, "log_level": "2"}
+        admin = connected_admin(quiet, request.source_timeout_s, request.source)
         return list_groups(admin, request.source_timeout_s)
     except (KafkaAccessDenied, KafkaAuthFailed, TlsFailed):
         raise
@@ -193,7 +196,13 @@ def gather(request: FailoverRequest, now_ms: int | None = None) -> Gathered:
         for _group, why in sorted(failed.items()):
             if why.startswith(DENIED):
                 raise FailoverError(why)
-            raise FailoverError(f"{request.source}: {why}")
+        if failed:  # it answered ListGroups, then went away: no group half known
+            why = sorted(failed.items())[0][1]
+            notes.append(
+                f"{request.source} stopped answering ({why}): its commits are unknown, each "
+                "group is translated from its checkpoints"
+            )
+            commits, source_conf = {}, None
     described = target.describe(chosen)
     flow = FlowInputs(
         request.source,
