@@ -360,7 +360,9 @@ def test_bad_input_is_one_line_and_changes_nothing(
 
     yaml = YAML()
     doc = yaml.load(offsetd_yaml.read_text())
-    doc["kafka_clusters"]["south"] = dict(doc["kafka_clusters"]["east"])  # no flow names it
+    # other names for the two clusters: no flow (nor any other test's) names them
+    doc["kafka_clusters"]["south"] = dict(doc["kafka_clusters"]["east"])
+    doc["kafka_clusters"]["north"] = dict(doc["kafka_clusters"]["west"])
     config = tmp_path / "offsetd.yaml"
     with config.open("w") as out:
         yaml.dump(doc, out)
@@ -369,7 +371,13 @@ def test_bad_input_is_one_line_and_changes_nothing(
         (missing, "--from", "east", "--to", "west"): f"group '{missing}' matches no consumer group",
         ("zz-none-*", "--from", "east", "--to", "west"): "pattern 'zz-none-*' matches no",
         ("x", "--from", "east", "--to", "mars"): "--to 'mars' is not a cluster in kafka_clusters",
-        ("x", "--from", "west", "--to", "south"): "no MirrorMaker 2 flow translates west to south",
+        (
+            "x",
+            "--from",
+            "south",
+            "--to",
+            "north",
+        ): "no MirrorMaker 2 flow translates south to north",
     }
     for args, words in cases.items():
         done = offsetd(config, "mm2", "failover", *args)
