@@ -241,6 +241,28 @@ def test_failover_resumes_a_real_consumer_on_west_undo_and_failback(
     assert len([k for k in keys if k < 300]) <= back["groups"][0]["reread_max"]
 
 
+def _config_of(connect: ConnectClient, name: str) -> dict[str, str]:
+    """A connector's config, asked again while Connect rebalances (another test's connectors
+    coming and going answer 409 or 500 for a moment)."""
+
+    def probe() -> dict[str, str] | None:
+        response = connect.http.get(connect.path(name, "/config"))
+        return response.json() if response.status_code == 200 else None
+
+    return wait_for(f"the config of {name}", probe, 60)
+
+
+def _create(connect: ConnectClient, name: str, config: dict[str, str]) -> None:
+    """`connect.create`, asked again while Connect rebalances."""
+
+    def probe() -> bool:
+        response = connect.http.put(connect.path(name, "/config"), json=config)
+        assert response.status_code in (200, 201, 409, 500), response.text
+        return response.status_code in (200, 201)
+
+    wait_for(f"{name} created", probe, 60)
+
+
 IDENTITY = "org.apache.kafka.connect.mirror.IdentityReplicationPolicy"
 
 
@@ -273,28 +295,30 @@ def test_identity_policy_missing_partitions_and_a_gone_source(
     produce(west, other, _records(0, 7))
     _consume_and_commit(east, group, topic, 250)
     _consume_and_commit(east, group, other, 12)
-    base = connect.http.get(connect.path(mm2.SOURCE_CONNECTOR, "/config")).json()
-    cbase = connect.http.get(connect.path(mm2.CHECKPOINT_CONNECTOR, "/config")).json()
+    base = _config_of(connect, mm2.SOURCE_CONNECTOR)
+    cbase = _config_of(connect, mm2.CHECKPOINT_CONNECTOR)
     identity = {
         "replication.policy.class": IDENTITY,
         "offset-syncs.topic.location": "target",
     }
     source_name, checkpoint_name = f"{topic}-source", f"{topic}-checkpoint"
-    connect.create(
-        source_name,
-        {
-            **base,
-            **identity,
-            "name": source_name,
-            "topics": topic,
-            "sync.topic.configs.enabled": "false",
-        },
-    )
-    connect.create(
-        checkpoint_name,
-        {**cbase, **identity, "name": checkpoint_name, "groups": group, "topics": topic},
-    )
     try:
+        _create(
+            connect,
+            source_name,
+            {
+                **base,
+                **identity,
+                "name": source_name,
+                "topics": topic,
+                "sync.topic.configs.enabled": "false",
+            },
+        )
+        _create(
+            connect,
+            checkpoint_name,
+            {**cbase, **identity, "name": checkpoint_name, "groups": group, "topics": topic},
+        )
         wait_for(f"300 records of {topic} on west", lambda: _mirrored(west, topic, 300), 90)
         wait_for("the identity checkpoint", lambda: _checkpointed(west, group, topic, 250), 90)
         args = (
@@ -388,12 +412,11 @@ def test_bad_input_is_one_line_and_changes_nothing(
     assert _commits(west, missing) == {}
 
 
-def _reverse_flow(connect: ConnectClient, prefix: str, topics: str, group: str) -> list[str]:
-    """A west -> east flow (source and checkpoint connectors) for `topics` and `group`: the
-    reverse flow a DR cluster runs while it takes writes."""
-    names = [f"{prefix}-back-source", f"{prefix}-back-checkpoint"]
+def _reverse_flow(connect: ConnectClient, names: list[str], topics: str, group: str) -> None:
+    """A west -> east flow (source and checkpoint connectors, `names`) for `topics` and
+    `group`: the reverse flow a DR cluster runs while it takes writes."""
     for name, forward in zip(names, (mm2.SOURCE_CONNECTOR, mm2.CHECKPOINT_CONNECTOR), strict=True):
-        config = connect.http.get(connect.path(forward, "/config")).json()
+        config = _config_of(connect, forward)
         east_bootstrap = config["source.cluster.bootstrap.servers"]
         west_bootstrap = config["target.cluster.bootstrap.servers"]
         config.update(
@@ -409,8 +432,7 @@ def _reverse_flow(connect: ConnectClient, prefix: str, topics: str, group: str) 
                 "groups": group,
             }
         )
-        connect.create(name, config)
-    return names
+        _create(connect, name, config)
 
 
 def test_failback_uses_the_reverse_flows_checkpoints_for_what_the_dr_cluster_wrote(
@@ -436,8 +458,9 @@ def test_failback_uses_the_reverse_flows_checkpoints_for_what_the_dr_cluster_wro
     produce(west, local, _records(0, 40))
     _consume_and_commit(west, group, local, 30)
     assert _commits(west, group) == {(mirrored, 0): 100, (local, 0): 30}
-    names = _reverse_flow(connect, local, f"{local}.*", group)
+    names = [f"{local}-back-source", f"{local}-back-checkpoint"]
     try:
+        _reverse_flow(connect, names, f"{local}.*", group)
         replica = f"{mm2.TARGET}.{local}"
         wait_for(f"{replica} on east", lambda: _mirrored(east, replica, 40), 90)
 
