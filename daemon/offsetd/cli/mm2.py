@@ -28,7 +28,8 @@ from offsetd.failover.kafka import TargetGroups
 from offsetd.failover.plan import GroupPlan, PlanOptions
 from offsetd.failover.policy import ReplicationPolicy, policy_of_config
 from offsetd.failover.session import FailoverRequest, Gathered, gather, plan_all
-from offsetd.lag.connect_state import read_connect
+from offsetd.lag.connect_state import MirrorFlow, read_connect
+from offsetd.offsets.model import ConnectorKind
 from offsetd.offsets.snapshots import FileSnapshotStore, KafkaSnapshotStore, SnapshotStore
 
 __all__ = ["group_store", "mm2", "undo_group_change"]
@@ -173,31 +174,44 @@ def _cluster_conf(settings: Settings, alias: str, role: str) -> dict[str, str]:
 
 
 def _flow_config(settings: Settings, source: str, target: str) -> dict[str, str] | None:
-    """The config of an MM2 connector of this pair (either direction), asked of every Connect
-    cluster in the config for 5 s; None when none answers or none has one."""
+    """The config of the MM2 connector that best describes the flow `source` -> `target` (its
+    MirrorSourceConnector, which names the policy and where the offset syncs live; else its
+    checkpoint connector; else any of the pair), asked of every Connect cluster in the config
+    for 5 s; None when none answers or none has one."""
+
+    def rank(flow: MirrorFlow) -> tuple[int, int]:
+        same = (flow.source, flow.target) == (source, target)
+        kind = {ConnectorKind.MIRROR_SOURCE: 0, ConnectorKind.MIRROR_CHECKPOINT: 1}
+        return (0 if same else 1, kind.get(flow.kind, 2))
 
     async def ask() -> dict[str, str] | None:
+        found: list[tuple[tuple[int, int], dict[str, str]]] = []
         for name, cluster in sorted(settings.connect_clusters.items()):
             try:
                 view = await asyncio.wait_for(read_connect(name, cluster, 5.0), 6.0)
             except Exception as exc:  # it may be down with its cluster: the flags decide
                 log.debug("Connect cluster %s did not answer: %s", name, exc)
                 continue
-            for flow in view.flows:
-                if {flow.source, flow.target} == {source, target}:
-                    return view.configs.get(flow.connector, {})
-        return None
+            found += [
+                (rank(flow), view.configs.get(flow.connector, {}))
+                for flow in view.flows
+                if {flow.source, flow.target} == {source, target}
+            ]
+        return min(found, key=lambda item: item[0])[1] if found else None
 
     return asyncio.run(ask())
 
 
 def _policy(
-    settings: Settings, kw: dict[str, Any], notes: list[str]
+    settings: Settings, kw: dict[str, Any], notes: list[str], operation: str
 ) -> tuple[ReplicationPolicy, str]:
     policy_name, separator, location = kw["policy"], kw["separator"], kw["offset_syncs_location"]
     config = None
     if "auto" in (policy_name, location) or separator is None:
-        config = _flow_config(settings, kw["source"], kw["target"])
+        # the flow whose syncs are read: failover's own, failback's the other way
+        source, target = kw["source"], kw["target"]
+        flow = (source, target) if operation == "mm2-failover" else (target, source)
+        config = _flow_config(settings, *flow)
         if config is None:
             notes.append(
                 "no Connect cluster answered with an MM2 connector of this pair: "
@@ -235,7 +249,7 @@ def _run(operation: str, **kw: Any) -> None:
     target_conf = _cluster_conf(settings, target, "--to")
     source_conf = _cluster_conf(settings, source, "--from")
     notes: list[str] = []
-    policy, location = _policy(settings, kw, notes)
+    policy, location = _policy(settings, kw, notes, operation)
     if location not in ("source", "target"):
         raise ConfigError(f"offset-syncs.topic.location {location!r} is not source or target")
     try:

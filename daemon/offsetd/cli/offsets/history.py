@@ -68,5 +68,6 @@ def history(connector: str | None, limit: int, kafka_cluster: str | None, **kw: 
         )
         for s in snaps
     ]
-    headers = ["id", "time (utc)", "connector", "operation", "status", "partitions"]
+    subject = "group" if kafka_cluster is not None else "connector"
+    headers = ["id", "time (utc)", subject, "operation", "status", "partitions"]
     click.echo(table(headers, rows))
