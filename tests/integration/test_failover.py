@@ -499,3 +499,54 @@ def consume_all_safe(bootstrap: str, topic: str) -> list[Any]:
         return consume_all(bootstrap, topic)
     except Exception:  # not there yet, or not known at the first metadata request
         return []
+
+
+def test_mm2_group_sync_is_named_and_a_stale_checkpoint_is_refused(
+    connect: ConnectClient, east: str, west: str, offsetd_yaml: Path
+) -> None:
+    """A checkpoint connector with `sync.group.offsets.enabled` commits the group on west by
+    itself: the plan says so instead of committing it again. Then the connector goes, the
+    group moves on east, and with no offset sync to translate the new commit the checkpoint is
+    stale: refused, nothing changed, unless `--allow-stale` (which shows the re-read's floor).
+
+    The group is named `connect-*`, which the stack's own checkpoint connector excludes (MM2's
+    default `groups.exclude`), so only this test's connector checkpoints it."""
+    topic, group = unique("sync"), unique("connect-fo-sync")
+    mirrored = f"{mm2.SOURCE}.{topic}"
+    create_topic(east, topic)
+    produce(east, topic, _records(0, 200))
+    _consume_and_commit(east, group, topic, 100)
+    wait_for(f"{mirrored} on west", lambda: _mirrored(west, mirrored, 200), 90)
+    name = f"{topic}-checkpoint"
+    config = {
+        **_config_of(connect, mm2.CHECKPOINT_CONNECTOR),
+        "name": name,
+        "groups": group,
+        "groups.exclude": "",
+        "emit.checkpoints.interval.seconds": "2",
+        "sync.group.offsets.enabled": "true",
+        "sync.group.offsets.interval.seconds": "2",
+    }
+    try:
+        _create(connect, name, config)
+        synced = wait_for("MM2 to commit the group on west", lambda: _commits(west, group), 90)
+        args = ("mm2", "failover", group, "--from", "east", "--to", "west")
+        plan = offsetd_json(offsetd_yaml, *args, "--dry-run")
+        (move,) = plan["groups"][0]["partitions"]
+        assert move["current"] == synced[(mirrored, 0)]
+        assert "sync.group.offsets" in " ".join(move["notes"]), move
+        assert move["action"] in ("unchanged", "commit"), move
+    finally:
+        connect.delete(name)
+    wait_for(f"{name} gone", lambda: connect.status(name) is None)
+    _consume_and_commit(east, group, topic, 150)  # no checkpoint follows it now
+    time.sleep(2)
+    # offset syncs where none lives (a flow with `emit.offset-syncs.enabled=false` reads so)
+    stale_args = (*args, "--max-checkpoint-age", "1s", "--offset-syncs-location", "target")
+    refused = offsetd(offsetd_yaml, *stale_args)
+    assert refused.exit_code != 0
+    assert "stale" in refused.stderr, refused.stderr
+    assert _commits(west, group) == synced
+    allowed = offsetd_json(offsetd_yaml, *stale_args, "--allow-stale", "--dry-run")
+    (move,) = allowed["groups"][0]["partitions"]
+    assert (move["via"], move["source_offset"], move["reread_min"]) == ("checkpoint", 150, 50)
