@@ -26,6 +26,7 @@ __all__ = [
     "consume_all_safe",
     "consume_and_commit",
     "create_connector",
+    "delete_connectors",
     "group_commits",
     "member",
     "mirrored_count",
@@ -220,3 +221,22 @@ def consume_all_safe(bootstrap: str, topic: str) -> list[Any]:
         return consume_all(bootstrap, topic)
     except Exception:  # not there yet, or not known at the first metadata request
         return []
+
+
+def delete_connectors(connect: ConnectClient, names: list[str]) -> None:
+    """Delete a test's connectors and wait until Connect has settled: gone from its list, and
+    the stack's own MirrorSourceConnector answering again (the rebalance a delete starts makes
+    Connect answer 409 or 500 for a moment, to the next test in this stack too)."""
+    for name in names:
+        connect.delete(name)
+
+    def settled() -> bool:
+        listed = connect.http.get("/connectors")
+        tasks = connect.http.get(connect.path(mm2.SOURCE_CONNECTOR, "/tasks"))
+        return (
+            listed.status_code == 200
+            and not set(names) & set(listed.json())
+            and tasks.status_code == 200
+        )
+
+    wait_for(f"Connect settled after deleting {names}", settled, 60)

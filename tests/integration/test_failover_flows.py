@@ -20,6 +20,7 @@ from tests.integration.failoverutil import (
     consume_all_safe,
     consume_and_commit,
     create_connector,
+    delete_connectors,
     group_commits,
     mirrored_count,
     read_as_group,
@@ -130,8 +131,7 @@ def test_identity_policy_missing_partitions_and_a_gone_source(
         assert rows[topic]["target_offset"] == translated[topic]
         assert any("--no-source" in note for note in gone["notes"])
     finally:
-        connect.delete(checkpoint_name)
-        connect.delete(source_name)
+        delete_connectors(connect, [checkpoint_name, source_name])
 
 
 def test_failback_uses_the_reverse_flows_checkpoints_for_what_the_dr_cluster_wrote(
@@ -189,8 +189,7 @@ def test_failback_uses_the_reverse_flows_checkpoints_for_what_the_dr_cluster_wro
         keys = read_as_group(east, group, topic, 109)
         assert set(range(100, 110)) <= set(keys), "a record written on east since was lost"
     finally:
-        for name in names:
-            connect.delete(name)
+        delete_connectors(connect, names)
 
 
 def test_mm2_group_sync_is_named_and_a_stale_checkpoint_is_refused(
@@ -229,8 +228,7 @@ def test_mm2_group_sync_is_named_and_a_stale_checkpoint_is_refused(
         assert "sync.group.offsets" in " ".join(move["notes"]), move
         assert move["action"] in ("unchanged", "commit"), move
     finally:
-        connect.delete(name)
-    wait_for(f"{name} gone", lambda: connect.status(name) is None)
+        delete_connectors(connect, [name])
     consume_and_commit(east, group, topic, 150)  # no checkpoint follows it now
     time.sleep(2)
     # offset syncs where none lives (a flow with `emit.offset-syncs.enabled=false` reads so)

@@ -628,8 +628,15 @@ def test_a_client_that_saw_new_partitions_before_their_leaders_recovers_within_t
 
 
 def _owned(connect: ConnectClient) -> set[tuple[str, int]]:
-    """The source partitions the stack's MirrorSourceConnector's tasks are assigned."""
-    tasks = connect.http.get(connect.path(mm2.SOURCE_CONNECTOR, "/tasks")).json()
+    """The source partitions the stack's MirrorSourceConnector's tasks are assigned (asked
+    again while Connect rebalances: another test's connectors come and go in this stack, and
+    Connect answers 409 or 500 meanwhile)."""
+
+    def answered() -> list[dict[str, Any]] | None:
+        response = connect.http.get(connect.path(mm2.SOURCE_CONNECTOR, "/tasks"))
+        return response.json() if response.status_code == 200 else None
+
+    tasks = wait_for("the MirrorSourceConnector's tasks", answered, timeout_s=60)
     owned: set[tuple[str, int]] = set()
     for task in tasks:
         owned |= parse_assigned(task["config"].get("task.assigned.partitions", ""))
