@@ -124,19 +124,36 @@ def apply_group(
         after=entries_of(after),
         message=f"{plan.source} -> {plan.target}: {len(commits)} partition(s)",
     )
+    return _recorded(
+        groups, store, snapshot, lambda: groups.alter(plan.group, commits), after, len(commits)
+    )
+
+
+def _recorded(
+    groups: TargetGroups,
+    store: SnapshotStore,
+    snapshot: Snapshot,
+    write: Callable[[], None],
+    expected: Mapping[TP, int],
+    count: int,
+) -> GroupOutcome:
+    """Write a group's change with its snapshot around it: "planned" first, then the commits
+    written and read back, then "applied", or "failed" with what differs (or what was raised,
+    which is raised again)."""
+    group = snapshot.connector
     store.put(snapshot)
     try:
-        groups.alter(plan.group, commits)
-        wrong = _mismatch(after, groups.commits(plan.group))
+        write()
+        wrong = _mismatch(expected, groups.commits(group))
     except Exception as exc:
         store.put(dataclasses.replace(snapshot, status="failed", message=str(exc)))
         raise
     if wrong is not None:
         text = f"read back: {wrong}"
         store.put(dataclasses.replace(snapshot, status="failed", message=text))
-        return GroupOutcome(plan.group, snapshot.id, "failed", len(commits), text)
+        return GroupOutcome(group, snapshot.id, "failed", count, text)
     store.put(dataclasses.replace(snapshot, status="applied"))
-    return GroupOutcome(plan.group, snapshot.id, "applied", len(commits), snapshot.message)
+    return GroupOutcome(group, snapshot.id, "applied", count, snapshot.message)
 
 
 def undo_group(
@@ -183,20 +200,14 @@ def undo_group(
     )
     if dry_run:
         return undo, None
-    store.put(undo)
-    try:
+
+    def write() -> None:
         if set(current) - set(restore):
             groups.delete_group(group)  # commits to remove: the group goes, the image returns
         if restore:
             groups.alter(group, restore)
-        wrong = _mismatch(restore, groups.commits(group))
-    except Exception as exc:
-        store.put(dataclasses.replace(undo, status="failed", message=str(exc)))
-        raise
-    if wrong is not None:
-        text = f"read back: {wrong}"
-        store.put(dataclasses.replace(undo, status="failed", message=text))
-        return undo, GroupOutcome(group, undo.id, "failed", len(restore), text)
-    store.put(dataclasses.replace(undo, status="applied"))
-    store.put(dataclasses.replace(original, status="undone", message=f"undone by {undo.id}"))
-    return undo, GroupOutcome(group, undo.id, "applied", len(restore), undo.message)
+
+    outcome = _recorded(groups, store, undo, write, restore, len(restore))
+    if outcome.status == "applied":
+        store.put(dataclasses.replace(original, status="undone", message=f"undone by {undo.id}"))
+    return undo, outcome
