@@ -18,6 +18,7 @@ from ruamel.yaml import YAML
 from offsetd.devstack import mm2
 from tests.integration.cliutil import offsetd, offsetd_json
 from tests.integration.failoverutil import (
+    CHECKPOINTS,
     checkpointed,
     consume_and_commit,
     group_commits,
@@ -154,3 +155,12 @@ def test_bad_input_is_one_line_and_changes_nothing(
         assert len(lines) == 1, (args, done.stderr)
         assert words in lines[0], (args, lines[0])
     assert group_commits(west, missing) == {}
+
+    # A record on the checkpoints topic that is not a checkpoint: skipped, counted, located.
+    produce(west, CHECKPOINTS, [(b"not-a-checkpoint", b"junk")])
+    plan = offsetd_json(
+        offsetd_yaml, "mm2", "failover", mm2.AUDIT_GROUP, "--from", "east", "--to", "west",
+        "--dry-run",
+    )  # fmt: skip
+    said = " ".join(plan["notes"])
+    assert "malformed record(s) skipped (the first at partition 0 offset" in said, said

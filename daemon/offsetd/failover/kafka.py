@@ -46,16 +46,30 @@ TP = tuple[str, int]
 
 @dataclass
 class Read:
-    """A topic read to its end: the records kept, how many were malformed, whether it exists."""
+    """A topic read to its end: the records kept, how many were malformed (and where the first
+    one is, with why), whether it exists."""
 
     exists: bool
     records: int = 0
     malformed: int = 0
+    first_malformed: str | None = None  # "partition P offset O: why"
+
+    def skip(self, partition: int, offset: int, why: object) -> None:
+        self.malformed += 1
+        if self.first_malformed is None:
+            self.first_malformed = f"partition {partition} offset {offset}: {why}"
+
+    def describe_malformed(self, topic: str) -> str:
+        return (
+            f"{topic}: {self.malformed} malformed record(s) skipped "
+            f"(the first at {self.first_malformed})"
+        )
 
 
-def _read_topic(
-    conf: Mapping[str, str], topic: str, timeout_s: float
-) -> tuple[bool, list[tuple[bytes | None, bytes | None, int]]]:
+Raw = tuple[bytes | None, bytes | None, int, int, int]  # key, value, timestamp, partition, offset
+
+
+def _read_topic(conf: Mapping[str, str], topic: str, timeout_s: float) -> tuple[bool, list[Raw]]:
     consumer = offline_consumer(conf)
     try:
         metadata = consumer.list_topics(topic, timeout=min(timeout_s, 30.0)).topics.get(topic)
@@ -73,7 +87,7 @@ def _read_topic(
             )
         pending = {p for p, end in ends.items() if end > 0}
         consumer.assign([KafkaTP(topic, p, OFFSET_BEGINNING) for p in sorted(pending)])
-        out: list[tuple[bytes | None, bytes | None, int]] = []
+        out: list[Raw] = []
         deadline = time.monotonic() + timeout_s
         while pending:
             if time.monotonic() > deadline:
@@ -88,9 +102,9 @@ def _read_topic(
                     if error.retriable() or error.code() == KafkaError._TRANSPORT:
                         continue
                     raise FailoverError(f"reading {topic}: {error.str()}")
-                out.append((msg.key(), msg.value(), msg.timestamp()[1]))
-                partition, offset = msg.partition(), msg.offset()
-                if partition is not None and offset is not None and offset >= ends[partition] - 1:
+                partition, offset = msg.partition() or 0, msg.offset() or 0
+                out.append((msg.key(), msg.value(), msg.timestamp()[1], partition, offset))
+                if offset >= ends[partition] - 1:
                     pending.discard(partition)
         return True, out
     finally:
@@ -104,13 +118,13 @@ def read_checkpoints(
     exists, records = _read_topic(conf, topic, timeout_s)
     read = Read(exists, len(records))
     latest: dict[tuple[str, str, int], Checkpoint] = {}
-    for key, value, timestamp in records:
+    for key, value, timestamp, partition, offset in records:
         if value is None:
             continue  # a tombstone deletes nothing MM2 reads back
         try:
             c = decode_checkpoint(key, value, timestamp)
-        except CheckpointError:
-            read.malformed += 1
+        except CheckpointError as exc:
+            read.skip(partition, offset, exc)
             continue
         latest[(c.group, c.topic, c.partition)] = c
     return read, latest
@@ -123,11 +137,11 @@ def read_syncs(
     exists, records = _read_topic(conf, topic, timeout_s)
     read = Read(exists, len(records))
     syncs: list[OffsetSync] = []
-    for key, value, _ts in records:
+    for key, value, _ts, partition, offset in records:
         try:
             syncs.append(decode_offset_sync(key, value))
-        except CheckpointError:
-            read.malformed += 1
+        except CheckpointError as exc:
+            read.skip(partition, offset, exc)
     return read, SyncIndex(syncs)
 
 

@@ -100,7 +100,7 @@ def _syncs(
     if not read.exists:
         return None, read
     if read.malformed:
-        notes.append(f"{topic} on {where}: {read.malformed} malformed record(s) skipped")
+        notes.append(f"{read.describe_malformed(topic)}, on {where}")
     return index, read
 
 
@@ -180,7 +180,7 @@ def gather(request: FailoverRequest, now_ms: int | None = None) -> Gathered:
     cp_read, checkpoints = read_checkpoints(request.target_conf, cp_topic, request.timeout_s)
     reads[f"{request.target}:{cp_topic}"] = cp_read
     if cp_read.malformed:
-        notes.append(f"{cp_topic}: {cp_read.malformed} malformed record(s) skipped")
+        notes.append(f"{cp_read.describe_malformed(cp_topic)}, on {request.target}")
     source_groups = _source_answers(request, notes)
     source_conf = request.source_conf if source_groups is not None else None
     syncs, inverse_syncs = _read_syncs(request, source_conf, cp_read.exists, notes, reads)
