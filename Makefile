@@ -5,7 +5,7 @@ PY_SOURCES := daemon tests bench
 # 4 on 2 cores: the suite mostly waits (stacks starting, timeouts waited out): tests/README.md.
 OFFSETD_TEST_WORKERS ?= 4
 
-.PHONY: install install-demo lint types test check demo down
+.PHONY: install install-demo lint types docs test check demo down
 
 # Everything `make check` needs (the venv with all extras and the dev tools, the jars,
 # Prometheus, the image tools; etcd, kube-apiserver and helm when first needed).
@@ -29,13 +29,19 @@ types: install
 	$(VENV)/mypy
 	$(VENV)/mypy bench
 
+# The reference (docs/, nav in mkdocs.yml) as a site in site/ (git-ignored), strict: a broken
+# link or anchor, or a page left out of the nav, fails. Not --quiet: it drops the warnings
+# before strict counts them, and the build passes whatever is broken.
+docs: install
+	$(VENV)/mkdocs build
+
 # The slowest 30 tests and how busy the CPUs were end every run's output.
 test: install
 	scripts/cpu-busy $(VENV)/pytest -n $(OFFSETD_TEST_WORKERS) --dist load --durations=30
 
-# Lint and types beside the tests, each target's output kept together.
+# Lint, types and the docs beside the tests, each target's output kept together.
 check: install
-	@$(MAKE) --no-print-directory -j3 --output-sync=target OFFSETD_INSTALLED=1 lint types test
+	@$(MAKE) --no-print-directory -j4 --output-sync=target OFFSETD_INSTALLED=1 lint types docs test
 
 # The main job on the embedded local stack: the stack, the daemon (enforce mode, rules/examples),
 # a sink connector fed a poison record, healed by the daemon (quarantine, skip, verify).
