@@ -1,9 +1,9 @@
 """offsetd's least privilege, proven on the secure stack.
 
 A principal of its own gets exactly offsetd's ACLs (`devstack.security.OFFSETD_ACLS`, the
-README's least-privilege table) on both clusters. With them every toolkit feature works; then
-each ACL is removed in turn and the feature that needs it fails with one line naming the
-operation and the topic or group, exit code 58 (`KafkaAccessDenied`), in seconds.
+least-privilege table of docs/security.md) on both clusters. With them every toolkit feature
+works; then each ACL is removed in turn and the feature that needs it fails with one line
+naming the operation and the topic or group, exit code 58 (`KafkaAccessDenied`), in seconds.
 
 The daemon runs on these ACLs in `test_secure_stack.py` (the stack grants them to `offsetd`,
 and the demo heals a poison record as that principal); here it is shown waiting, unready and
