@@ -41,7 +41,6 @@ from offsetd.engine.counting import (
     record_executed,
 )
 from offsetd.engine.decision import (
-    RESTART_ACTIONS,
     Decision,
     EventSummary,
     Firing,
@@ -249,7 +248,7 @@ def note_acted(state: ConnectorState, event: Any, made: list[Firing]) -> None:
         if not isinstance(decision, Decision) or decision.outcome != "planned":
             continue
         for action in decision.actions:
-            if action.type in RESTART_ACTIONS:
+            if action.effects.backoff:
                 task_key = _task_key(event)
                 episode = f"{event.progress}@{_status_ms(state, event)}"
                 when = int(action.params.get("not_before_ms") or event.source.timestamp_ms)
@@ -518,12 +517,12 @@ def _plan_action(
     planned: bool,
 ) -> dict[str, Any]:
     params = action.params
-    if action.backoff is not None:  # restart-failed-tasks, restart-tasks
+    if action.backoff is not None:  # the actions whose effects say backoff
         delay, attempt = backoff_delay(state.restart_backoff, time_ms, action.backoff)
         params = {**params, "attempt": attempt, "delay_ms": delay, "not_before_ms": time_ms + delay}
         if planned:
             state.restart_backoff = next_backoff(state.restart_backoff, time_ms, action.backoff)
-    elif action.type == "skip-record":
+    elif action.effects.skips_record:
         params = {
             **params,
             "record": record,

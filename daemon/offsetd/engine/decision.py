@@ -15,11 +15,11 @@ from typing import Any, ClassVar, Literal
 from pydantic import BaseModel, ConfigDict
 
 from offsetd.events.models import RecordRef, SourceRecord
+from offsetd.rules.actions import Effects, effects_of
 from offsetd.rules.matching import RuleSet
 from offsetd.rules.models import Mode
 
 __all__ = [
-    "RESTART_ACTIONS",
     "Decision",
     "DecisionInputs",
     "EventSummary",
@@ -31,9 +31,6 @@ __all__ = [
     "Suppression",
     "decision_id",
 ]
-
-#: The actions planned with a restart backoff (`attempt`, `delay_ms`, `not_before_ms`).
-RESTART_ACTIONS = frozenset({"restart-failed-tasks", "restart-tasks"})
 
 Outcome = Literal["planned", "suppressed"]
 Reason = Literal["disabled", "inhibited", "cooldown", "budget"]
@@ -54,6 +51,11 @@ class PlannedAction(_Frozen):
 
     type: str
     params: dict[str, Any]
+
+    @property
+    def effects(self) -> Effects:
+        """What this action does (`offsetd.rules.actions.Effects`)."""
+        return effects_of(self.type)
 
 
 class EventSummary(_Frozen):
@@ -104,6 +106,11 @@ class Decision(_Frozen):
     @property
     def action_types(self) -> list[str]:
         return [a.type for a in self.actions]
+
+    @property
+    def effects(self) -> Effects:
+        """What any of its actions does: which guards apply, whether it skips a record."""
+        return effects_of(self.action_types)
 
     @property
     def from_failure(self) -> bool:

@@ -35,7 +35,7 @@ from typing_extensions import TypedDict
 
 from offsetd.engine.counting import new_rule_state
 from offsetd.engine.decide import MAX_RELEASED, _match_rules, _plan_action, limits, take
-from offsetd.engine.decision import RESTART_ACTIONS, Decision
+from offsetd.engine.decision import Decision
 from offsetd.engine.state import ConnectorState, Held
 from offsetd.events.models import Event
 from offsetd.rules.matching import RuleSet
@@ -101,7 +101,7 @@ class OutcomeNews(TypedDict):
 
 def outcome_news(decision: Decision, outcome: str, would_be: str | None = None) -> OutcomeNews:
     attempt = next(
-        (a.params.get("attempt") for a in decision.actions if a.type in RESTART_ACTIONS),
+        (a.params.get("attempt") for a in decision.actions if a.effects.backoff),
         None,
     )
     return {

@@ -53,7 +53,6 @@ from offsetd.remediation.control import ControlStore
 from offsetd.remediation.control_state import ControlState
 from offsetd.remediation.guard_inputs import GuardReads
 from offsetd.remediation.guards import (
-    WRITING_ACTIONS,
     GuardContext,
     StatusSample,
     Verdict,
@@ -243,7 +242,7 @@ class Remediator:
         owner = f"{decision.connect_cluster}/{decision.connector}"
         if (
             isinstance(decision, Decision)
-            and "skip-record" in decision.action_types
+            and decision.effects.skips_record
             and decision.outcome == "planned"
         ):
             self._skip_pending.setdefault(owner, asyncio.Event()).set()
@@ -336,7 +335,7 @@ class Remediator:
         orchestrator = cluster.orchestrator if cluster is not None else "none"
         failing: int | None = 0
         failing_names: tuple[str, ...] = ()
-        writes = set(decision.action_types) & WRITING_ACTIONS
+        writes = decision.effects.writes
         if cluster is not None and writes:  # a read: observe counts too, for its would_be
             await self._reads.settle(decision)
             failing, failing_names = await self._reads.failing_connectors(
@@ -470,7 +469,7 @@ class Remediator:
         if (
             verdict.outcome == "suppressed_paused"
             and decision.outcome == "planned"
-            and set(decision.action_types) & WRITING_ACTIONS
+            and decision.effects.writes
         ):
             self._pauses.hold(decision)  # acted on after the resume, if it still holds
         extra: dict[str, Any] = {"guard": verdict.guard}
@@ -484,7 +483,7 @@ class Remediator:
         if outcome in ("dry_run", "suppressed_out_of_scope") or decision.outcome == "suppressed":
             return
         for action in decision.actions:
-            if action.type == "notify":
+            if action.effects.tells_people:
                 await self.notify(decision, action.params, outcome)
 
     async def _act(

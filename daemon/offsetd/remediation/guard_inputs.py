@@ -17,7 +17,7 @@ from offsetd.connect.client import ConnectClient
 from offsetd.engine import ConnectorMeta, Decision
 from offsetd.errors import OffsetdError
 from offsetd.metrics.instruments import RemediationMetrics
-from offsetd.remediation.guards import OFFSET_ACTIONS, StatusSample, failing_now, failing_within
+from offsetd.remediation.guards import StatusSample, failing_now, failing_within
 from offsetd.retry import retry_call
 from offsetd.scope import labels_of, scope_of
 
@@ -62,7 +62,7 @@ class GuardReads:
         """
         host = self.host
         meta = host.meta(decision.connect_cluster, decision.connector)
-        moves = set(decision.action_types) & OFFSET_ACTIONS
+        moves = decision.effects.moves_offsets
         # a scope by labels needs them (offsetd.scope): read them rather than not act
         labelled = bool(scope_of(host.settings, decision.connect_cluster, cluster).labels)
         if meta is not None or cluster is None or not (moves or labelled):

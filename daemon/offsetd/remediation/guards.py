@@ -17,12 +17,15 @@ The guards, in the order they are checked, and why that order:
    say the most about the rule and come first so the audit keeps the engine's reason.
 2. mode observe -> `dry_run`. The other guards are still evaluated and their verdict is reported
    in the sentence ("enforce would have: ..."), so observe shows what enforce would do.
-3. strimzi -> `refused_strimzi`: Strimzi reverts a REST stop on its next reconcile; no Strimzi
-   backend exists yet, so nothing is done on such a cluster.
+3. backend -> the offsets backend's own refusal (`offsetd.offsets.registry`): on a cluster
+   configured as Strimzi-run without Kubernetes access (`strimzi-manual`), `refused_strimzi` —
+   Strimzi would revert a REST stop on its next reconcile, so nothing is done there. With
+   access, the `strimzi` backend acts through the resources and refuses nothing here.
 4. pause -> `suppressed_paused`: the global kill switch (`offsetd pause`).
 5. opt-out -> `suppressed_opt_out`: `remediation.opt_out` globs, or `offsetd opt-out`.
 6. breaker -> `breaker_open`: a skip did not help before; a person must reset it.
-7. allowlist -> `refused_not_allowed`: offsets are moved (skip-record, rewind) only for classes
+7. allowlist -> `refused_not_allowed`: offsets are moved (actions whose effects say
+   `moves_offsets`: skip-record, rewind) only for classes
    whose offsets Connect owns (`sink` = any sink, plus named classes).
 8. blast radius -> `suppressed_blast_radius`: more than `max_failing_connectors` connectors of
    the Connect cluster that are failing now or went FAILED within `blast_radius.within` (or a
@@ -34,8 +37,9 @@ The guards, in the order they are checked, and why that order:
 10. approval (mode approve) -> `awaiting_approval` until approved; `rejected` once rejected.
     Last, so nobody is asked to approve what a guard would refuse anyway.
 
-Guards 3 to 9 protect Connect; a decision whose actions write nothing (notify only) passes them,
-because telling people is what should still happen during an outage or a pause.
+Guards 3 to 9 protect Connect; a decision none of whose actions declares `writes` in its
+`effects` (`offsetd.rules.actions`; notify only) passes them, because telling people is what
+should still happen during an outage or a pause.
 """
 
 from __future__ import annotations
@@ -53,9 +57,7 @@ from offsetd.remediation.control_state import ControlRecord, ControlState, break
 from offsetd.scope import Scope
 
 __all__ = [
-    "OFFSET_ACTIONS",
     "PROCEED",
-    "WRITING_ACTIONS",
     "GuardContext",
     "StatusSample",
     "Verdict",
@@ -69,12 +71,6 @@ __all__ = [
 ]
 
 PROCEED = "proceed"
-#: Actions that call a writing Connect endpoint.
-WRITING_ACTIONS = frozenset(
-    {"restart-failed-tasks", "restart-tasks", "skip-record", "pause", "stop", "resume", "rewind"}
-)
-#: Actions that move a connector's offsets: only for allowlisted classes.
-OFFSET_ACTIONS = frozenset({"skip-record", "rewind"})
 
 Guard = Literal[
     "scope",
@@ -194,8 +190,8 @@ def evaluate(decision: Decision, ctx: GuardContext) -> Verdict:
 
 def _protective(decision: Decision, ctx: GuardContext) -> Verdict | None:
     """Guards 3-9: the first one that holds the decision back, or None."""
-    actions = set(decision.action_types)
-    if not actions & WRITING_ACTIONS:
+    effects = decision.effects  # what the actions do, as each declares (offsetd.rules.actions)
+    if not effects.writes:
         return None
     settings, state = ctx.settings, ctx.control
     cluster, connector = decision.connect_cluster, decision.connector
@@ -233,7 +229,7 @@ def _protective(decision: Decision, ctx: GuardContext) -> Verdict | None:
             f"breaker open for {connector}: {breaker.why} "
             f"(`offsetd breaker reset {connector}` closes it)",
         )
-    moving = sorted(actions & OFFSET_ACTIONS)
+    moving = [a.type for a in decision.actions if a.effects.moves_offsets]
     if moving and not class_allowed(settings, ctx.connector_class, ctx.connector_type):
         shown = ctx.connector_class or "an unknown class"
         return Verdict(
@@ -260,7 +256,7 @@ def _protective(decision: Decision, ctx: GuardContext) -> Verdict | None:
             f"{within} s (limit {limit}){': ' + shown if shown else ''}: an outage, not a poison "
             "record; acting on none",
         )
-    if "skip-record" in actions:
+    if effects.skips_record:
         budget = settings.skip_budget
         used = state.skips_within(cluster, connector, ctx.now_ms, budget.per)
         if used >= budget.max:

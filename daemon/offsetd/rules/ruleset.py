@@ -9,10 +9,11 @@ of only the conditions it sets, cheapest first (`offsetd.rules.conditions`).
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from offsetd.events.models import EventKind
+from offsetd.rules.actions import Effects
 from offsetd.rules.conditions import Condition, Predicate, compile_conditions
 from offsetd.rules.models import (
     STATES,
@@ -21,11 +22,7 @@ from offsetd.rules.models import (
     ConnectorMeta,
     Inhibit,
     Mode,
-    RestartFailedTasks,
-    RestartTasks,
-    Rewind,
     Rule,
-    rule_timestamp,
 )
 
 __all__ = ["CompiledAction", "CompiledRule", "RuleSet", "compile_rule"]
@@ -132,7 +129,7 @@ def compile_rule(rule: Rule) -> CompiledRule:
         budget_max=rule.limits.budget.max,
         budget_per_ms=rule.limits.budget.per,
         inhibits=rule.inhibits,
-        has_skip=any(a.type == "skip-record" for a in rule.actions),
+        has_skip=any(a.effects.skips_record for a in rule.actions),
         actions=actions,
         needs_meta=any(c.needs_meta for c in (*conditions, *unless)),
         name_static=tuple(c.test for c in conditions if c.name in _STATIC and not c.needs_meta),
@@ -141,20 +138,18 @@ def compile_rule(rule: Rule) -> CompiledRule:
 
 @dataclass(frozen=True, slots=True)
 class CompiledAction:
-    """An action's type, its parameters as JSON values, and the restart backoff if any."""
+    """An action's type, its parameters as JSON values, the restart backoff if any, and what
+    it does (its model's `effects`)."""
 
     type: str
     params: dict[str, Any]
     backoff: Backoff | None = None
+    effects: Effects = field(default_factory=Effects)
 
 
 def _compile_action(action: Action) -> CompiledAction:
-    params = action.model_dump(mode="json", exclude={"type"}, by_alias=True)
-    if isinstance(action, RestartFailedTasks | RestartTasks):
-        return CompiledAction(action.type, params, action.backoff)
-    if isinstance(action, Rewind) and action.to_timestamp is not None:
-        params["to_timestamp_ms"] = rule_timestamp(action.to_timestamp)
-    return CompiledAction(action.type, params)
+    backoff = getattr(action, "backoff", None) if action.effects.backoff else None
+    return CompiledAction(action.type, action.planned_params(), backoff, action.effects)
 
 
 _STATUS_KINDS = (EventKind.CONNECTOR_STATUS, EventKind.TASK_STATUS)

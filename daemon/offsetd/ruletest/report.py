@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from offsetd.engine.decision import RESTART_ACTIONS, Decision
+from offsetd.engine.decision import Decision
 from offsetd.events.models import (
     RecordRef,
 )
@@ -15,7 +15,7 @@ __all__ = ["describe_decision", "describe_expect", "format_result", "restart_not
 
 def restart_not_before(decision: Decision) -> int | None:
     for action in decision.actions:
-        if action.type in RESTART_ACTIONS:
+        if action.effects.backoff:
             value = action.params.get("not_before_ms")
             return int(value) if value is not None else None
     return None

@@ -1,9 +1,17 @@
 """Remediation actions: one typed spec and one handler per action, dispatched by spec.
 
 The executor (`offsetd.remediation.executor`) only queues, guards, dispatches and records; what
-an action does lives in its module here. A new action is its model in the rule format
-(`offsetd.rules.actions`), its planned spec and handler in a module here, and one line in
-`HANDLERS`.
+an action does lives in its module here. A new action is:
+
+1. its rule model in `offsetd.rules.actions`, with its `effects` (what the guards, the engine
+   and the executor ask) and one member in the `Action` union;
+2. a module here with its spec — a subclass of that model and `PlannedSpec`, adding only what
+   the engine computed — and its handler `async (services, call, spec) -> Result`, changing
+   Connect only through `services.offsets_service(...)` (so Strimzi gets it through the
+   resources);
+3. one line in `HANDLERS`.
+
+tests/unit/rules/test_action_registry.py fails while the three disagree.
 """
 
 from __future__ import annotations
@@ -30,6 +38,7 @@ from offsetd.remediation.actions.restart import (
     restart_tasks,
 )
 from offsetd.remediation.actions.rewind import RewindSpec, rewind
+from offsetd.remediation.actions.scale import ScaleTasksSpec, scale_tasks
 from offsetd.remediation.actions.skip import SkipSpec, skip
 
 __all__ = ["HANDLERS", "dispatch", "parse_action"]
@@ -43,6 +52,7 @@ HANDLERS: dict[type[PlannedSpec], Handler] = {
     ResumeSpec: resume,
     NotifySpec: notify,
     RewindSpec: rewind,
+    ScaleTasksSpec: scale_tasks,
     SkipSpec: skip,
 }
 _SPECS: dict[str, type[PlannedSpec]] = {

@@ -34,7 +34,11 @@ Result = tuple[str, str, dict[str, Any]]  # outcome, message, fields for the aud
 
 
 class PlannedSpec(BaseModel):
-    """An action as the engine planned it; fields a handler does not name are kept as given."""
+    """An action as the engine planned it; fields a handler does not name are kept as given.
+
+    A handler's spec subclasses its action's rule model (`offsetd.rules.actions`) and this, and
+    adds only what the engine computed: one model of each action, whose `effects` it inherits.
+    """
 
     model_config = ConfigDict(frozen=True, extra="allow")
 
@@ -43,7 +47,7 @@ class PlannedSpec(BaseModel):
     @property
     def params(self) -> dict[str, Any]:
         """The parameters exactly as planned (what notify and rewind read)."""
-        return self.model_dump(exclude={"type"}, exclude_unset=True)
+        return self.model_dump(mode="json", exclude={"type"}, exclude_unset=True)
 
 
 class Locator(Protocol):

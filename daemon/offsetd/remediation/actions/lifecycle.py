@@ -5,23 +5,22 @@ One module for the three: each is the same single idempotent call with another v
 
 from __future__ import annotations
 
-from typing import Literal
-
 from offsetd.remediation.actions.base import ActionCall, PlannedSpec, Result, Services
+from offsetd.rules.actions import Pause, Resume, Stop
 
 __all__ = ["PauseSpec", "ResumeSpec", "StopSpec", "pause", "resume", "stop"]
 
 
-class PauseSpec(PlannedSpec):
-    type: Literal["pause"]
+class PauseSpec(Pause, PlannedSpec):
+    pass
 
 
-class StopSpec(PlannedSpec):
-    type: Literal["stop"]
+class StopSpec(Stop, PlannedSpec):
+    pass
 
 
-class ResumeSpec(PlannedSpec):
-    type: Literal["resume"]
+class ResumeSpec(Resume, PlannedSpec):
+    pass
 
 
 async def pause(services: Services, call: ActionCall, _spec: PauseSpec) -> Result:

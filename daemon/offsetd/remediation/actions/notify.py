@@ -2,18 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Literal
-
 from offsetd.remediation.actions.base import ActionCall, PlannedSpec, Result, Services
+from offsetd.rules.actions import Notify
 
 __all__ = ["NotifySpec", "notify"]
 
 
-class NotifySpec(PlannedSpec):
-    type: Literal["notify"]
-    severity: str = "warning"
-    webhook: str | None = None
-    summary: str | None = None
+class NotifySpec(Notify, PlannedSpec):
+    pass
 
 
 async def notify(services: Services, call: ActionCall, spec: NotifySpec) -> Result:

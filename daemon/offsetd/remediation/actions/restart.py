@@ -6,22 +6,20 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from typing import Literal
 
 from offsetd.connect.client import ConnectorState
 from offsetd.errors import OffsetdError
 from offsetd.remediation.actions.base import ActionCall, PlannedSpec, Result, Services
+from offsetd.rules.actions import RestartFailedTasks, RestartTasks
 
 __all__ = ["RestartSpec", "RestartTasksSpec", "restart", "restart_tasks"]
 
 
-class RestartSpec(PlannedSpec):
-    type: Literal["restart-failed-tasks"]
+class RestartSpec(RestartFailedTasks, PlannedSpec):
     not_before_ms: int | None = None  # the engine's backoff: not before this time
 
 
-class RestartTasksSpec(PlannedSpec):
-    type: Literal["restart-tasks"]
+class RestartTasksSpec(RestartTasks, PlannedSpec):
     not_before_ms: int | None = None
 
 

@@ -3,21 +3,19 @@
 from __future__ import annotations
 
 import logging
-from typing import Literal
 
 from offsetd.engine import Decision
 from offsetd.remediation.actions.base import ActionCall, PlannedSpec, Result, Services
 from offsetd.remediation.rewind import RewindResult
+from offsetd.rules.actions import Rewind
 
 __all__ = ["RewindSpec", "rewind", "rewind_outcome"]
 
 log = logging.getLogger("offsetd.remediation")
 
 
-class RewindSpec(PlannedSpec):
-    type: Literal["rewind"]
-    to_timestamp_ms: int | None = None
-    plan_file: str | None = None
+class RewindSpec(Rewind, PlannedSpec):
+    to_timestamp_ms: int | None = None  # to_timestamp in epoch ms, as the engine planned it
 
 
 async def rewind(services: Services, call: ActionCall, spec: RewindSpec) -> Result:

@@ -20,14 +20,14 @@ from offsetd.remediation.locate import LocateAnswer
 from offsetd.remediation.poison_run import BreakerCause, PoisonRun, where
 from offsetd.remediation.sagas import SagaRecord, skip_key
 from offsetd.remediation.skip import SkipContext, SkipResult, SkipSaga, SkipTimings
+from offsetd.rules.actions import SkipRecord
 
 __all__ = ["SkipSpec", "run_skips", "skip", "skip_context", "skip_outcome"]
 
 log = logging.getLogger("offsetd.remediation")
 
 
-class SkipSpec(PlannedSpec):
-    type: Literal["skip-record"]
+class SkipSpec(SkipRecord, PlannedSpec):
     record: dict[str, Any] | None = None  # the DLQ's coordinates, when they named it
     record_status: Literal["exact", "to_locate"] | None = None
 
