@@ -49,7 +49,8 @@ def test_every_action_has_a_rule_model_a_spec_and_a_handler() -> None:
 def test_one_model_per_action(action_type: str) -> None:
     """The executor's spec is the rule model plus what the engine computed, never a copy."""
     model, spec = ACTIONS[action_type], SPEC_TYPES[action_type]
-    assert issubclass(spec, model) and issubclass(spec, PlannedSpec)
+    assert issubclass(spec, model)
+    assert issubclass(spec, PlannedSpec)
     assert "effects" in vars(model), f"{model.__name__} must declare its own effects"
     assert isinstance(model.effects, Effects)
     assert spec.effects is model.effects
@@ -63,7 +64,7 @@ def test_one_model_per_action(action_type: str) -> None:
 def test_an_unknown_type_does_nothing_and_effects_combine() -> None:
     assert effects_of("no-such-action") == Effects()
     both = effects_of(["notify", "skip-record"])
-    assert both.tells_people and both.writes and both.moves_offsets and both.skips_record
+    assert (both.tells_people, both.writes, both.moves_offsets, both.skips_record) == (True,) * 4
     assert not both.backoff
     assert effects_of(["restart-failed-tasks"]).backoff
 
@@ -142,7 +143,8 @@ def test_every_guard_asks_the_declared_effects(action_type: str) -> None:
     assert (over.outcome == "suppressed_budget") is effects.skips_record, over.detail
 
     observed = evaluate(_decision(action_type, mode="observe"), _ctx(_paused()))
-    assert observed.outcome == "dry_run" and observed.permit is None
+    assert observed.outcome == "dry_run"
+    assert observed.permit is None
 
 
 def test_no_list_of_action_names_outside_the_catalogue() -> None:

@@ -29,7 +29,7 @@ def test_the_target(fields: dict[str, int], current: int, wanted: int) -> None:
 
 def test_it_writes_and_moves_no_offsets() -> None:
     effects = effects_of("scale-tasks")
-    assert effects.writes and not effects.moves_offsets and not effects.skips_record
+    assert (effects.writes, effects.moves_offsets, effects.skips_record) == (True, False, False)
 
 
 @pytest.mark.parametrize(
