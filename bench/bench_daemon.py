@@ -33,6 +33,11 @@ its topics and group are deleted afterwards. Diagnostics (`--readers`): b3 and c
 and (c) keeping the decoded states: a proposed speed-up), c-dict/d-dict (no Table, states as
 JSON in a dict), c-noop/d-noop (the driver alone, touching key and value).
 Not a pytest test.
+
+Why one module of ~1,650 lines: a benchmark runs as one script, and its readers (a)..(h) must be
+timed interleaved in one run, on the same copy topic, against the bare loop of that run: the
+ratios are only meaningful that way (the machine is noisy). The shared inputs (templates,
+generated rules, the copy topic) are built once here for all of them.
 """
 
 from __future__ import annotations

@@ -53,6 +53,9 @@ read. Not a pytest test.
     .venv/bin/offsetd dev up --detach --run-dir /tmp/devstack-bench
     .venv/bin/python bench/bench_failover.py                   # the pure part only
     .venv/bin/python bench/bench_failover.py --run-dir /tmp/devstack-bench [--rounds 3]
+
+Why one module of ~820 lines: a benchmark runs as one script, and its pure and stack parts are
+reported against baselines measured in the same run (the machine is noisy).
 """
 
 from __future__ import annotations

@@ -15,6 +15,9 @@ on a registry holding the same series, and RSS.
 
     .venv/bin/python bench/bench_lag.py --run-dir /tmp/lag-stack [--sizes 1000,10000]
         [--fake 100000] [--workdir DIR]
+
+Why one module of ~540 lines: a benchmark runs as one script, and its cases (stack, fake,
+batch) must be measured in one process against the baseline of the same run.
 """
 
 from __future__ import annotations

@@ -17,6 +17,10 @@ Two layers, cached apart under the user's cache folder (next to the kube-apiserv
   pip is not in the image) and compiled with the image's own Python, a small layer on top (about
   half a minute), keyed by everything that goes into the image, every file of the package
   included. A source change rebuilds only this layer.
+
+Why one module of ~550 lines: it is one recipe, and its cache keys must cover exactly what its
+steps read (uv.lock, the suite, the extras, the package's files): keys and steps side by side
+are how a step that reads something new gets its key changed in the same edit.
 """
 
 from __future__ import annotations

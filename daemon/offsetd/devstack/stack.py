@@ -3,6 +3,10 @@
 Start order: both brokers (formatted fresh each time), then the Connect workers on west, then the
 MM2 set. Every process is recorded (PID + start time) the moment it starts, so a failure at any
 point, or a later `down` after a crash, stops exactly what was started and nothing else.
+
+Why one module of ~580 lines: `Stack` is the one list of started processes with their recorded
+PIDs, and `up` and `down` walk it in opposite orders; each process's own launch and set-up lives
+in its own module beside it (brokers, Connect, security, Strimzi, Spark).
 """
 
 from __future__ import annotations

@@ -29,7 +29,7 @@ connectors that have no resource (the shared test stack holds many such connecto
 `autoRestart`, and everything about deploying Connect itself. offsetd's product code never
 imports this module (an import-linter contract says so); it only sees the API server.
 
-It is one module (over 500 lines) on purpose: it runs as `python -m` and is the whole stand-in,
+Why one module of over 500 lines: it runs as `python -m` and is the whole stand-in,
 one reconcile loop read top to bottom; splitting it would spread the operator's behaviour that
 the tests rely on over files nobody else imports.
 """

@@ -21,6 +21,12 @@ and nothing here does I/O. The steps, for each event:
 Rules that read the connector's class or type (in a condition or an `unless`) cannot see an
 event while the metadata is unknown: such an event is kept (`defer`) and decided by those rules
 once it is known (`offsetd.engine.later.redecide_deferred`), never dropped in silence.
+
+Why one module of ~600 lines: the steps above work on one connector's state within one event,
+and their order is the semantics (idempotency before counting, staleness before the window,
+limits before taking); they are kept in reading order so that a step is read next to the ones it
+depends on. What stands alone lives beside it: `counting`, `later`, `tally`, `decision`,
+`state`.
 """
 
 from __future__ import annotations

@@ -19,6 +19,11 @@ Statuses (partition, connector, Connect states) are state sets: one series per p
 changes: `== 1` alerts keep their `for:` clock on one continuous series, "status changed"
 panels are `changes()` over it, and a status that is no longer current reads 0 instead of going
 stale for five minutes.
+
+Why one module of ~600 lines: it is the whole page, and the page must hold together: every
+family shares the label sets, the per-topic aggregation rules and the state-set shape above, and
+`METRICS` (the surface dashboards, alerts and a test check) is read off the same families;
+split by family, those would be modules that must always change together.
 """
 
 from __future__ import annotations
