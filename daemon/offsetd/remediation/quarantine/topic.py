@@ -1,18 +1,6 @@
-"""The quarantine copy: a skipped record, whole, kept on the daemon's Kafka cluster.
-
-Before offsetd moves a sink past a poison record it copies that record (key, value, headers and
-timestamp, byte for byte) to the quarantine topic, with its original coordinates and the error as
-headers. Connect's own `__connect.errors.*` names are used for those (a DLQ consumer or replay
-tool understands them), plus `offsetd.*` headers that tie the copy to its saga and decision. The
-skip goes on only once the copy is acknowledged by all in-sync replicas.
-
-Exactly one copy per saga, even across crashes: before copying, the caller stores a *mark*, the
-partition chosen from the saga key (deterministic) and that partition's end offset. After a
-crash, `find_copy` scans only from the mark to the end of that one partition for the saga key:
-found, the copy is done; not found, it was never acknowledged, so copying again cannot duplicate.
-
-The topic is created with retention.ms=-1 and no compaction: records keep their original
-timestamps, which may be old, and time-based retention would then delete a fresh copy at once.
+"""The quarantine topic: created to keep records forever, a mark per saga, and exactly one
+copy of a record per saga, found again after a crash by scanning from the mark (the package's
+docstring).
 """
 
 from __future__ import annotations
@@ -21,44 +9,36 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
-from urllib.parse import quote
 
-import httpx
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
 from offsetd.config import Settings
-from offsetd.connect.transport import httpx_options
 from offsetd.errors import OffsetdError
 from offsetd.events.models import RecordRef
 from offsetd.kafkaaccess import raise_if_denied
 from offsetd.recordchecks import (
     KafkaRecord,
 )
-from offsetd.remediation.locate import source_config
 from offsetd.remediation.quarantine_format import (
     H_ORIGINAL_HEADERS,
     H_QUARANTINED_AT,
     H_SAGA_KEY,
     H_TIMESTAMP_TYPE,
     TIMESTAMP_NAMES,
-    QuarantinedRecord,
     QuarantineRef,
     context_headers,
-    decode_copy,
     partition_for,
 )
-from offsetd.remediation.records import read_record, to_record
+from offsetd.remediation.records import read_record
 
 __all__ = [
     "DEFAULT_PARTITIONS",
     "DEFAULT_TOPIC",
     "Quarantine",
     "QuarantineFailed",
-    "SagaQuarantine",
     "durable_producer",
-    "read_quarantined",
 ]
 
 DEFAULT_TOPIC = "offsetd.quarantine"
@@ -359,68 +339,6 @@ class Quarantine:
             consumer.close()
 
 
-class SagaQuarantine:
-    """The skip saga's quarantine (`offsetd.remediation.skip.Quarantine`), built from settings.
-
-    Copies go to `remediation.quarantine_topic` on the daemon's Kafka cluster `alias`. A record
-    is read from the cluster its sink consumes: the connector's config is read from Connect
-    (its `consumer.override.bootstrap.servers`, else the Connect cluster's Kafka cluster), named
-    by the context's `connect.cluster` and `connector.name`. Blocking: run it in a thread.
-    """
-
-    def __init__(self, settings: Settings, alias: str, *, timeout_s: float = 30.0) -> None:
-        self._settings = settings
-        self.quarantine = Quarantine(
-            settings.kafka_clusters[alias].client_config(),
-            settings.remediation.quarantine_topic,
-            timeout_s=timeout_s,
-        )
-        self._timeout_s = timeout_s
-
-    def mark(self, saga_key: str) -> dict[str, int]:
-        return self.quarantine.mark(saga_key)
-
-    def find_copy(self, saga_key: str, mark: Mapping[str, int]) -> QuarantineRef | None:
-        return self.quarantine.find_copy(saga_key, mark)
-
-    def copy_once(
-        self,
-        saga_key: str,
-        mark: Mapping[str, int],
-        record: Mapping[str, Any],
-        context: Mapping[str, str],
-    ) -> dict[str, Any]:
-        found = self.quarantine.find_copy(saga_key, mark)
-        if found is not None:
-            return found.as_dict()
-        source = self._source_conf(context.get("connect.cluster"), context.get("connector.name"))
-        return self.quarantine.copy_once(saga_key, mark, record, context, source_conf=source)
-
-    def _source_conf(self, connect_cluster: str | None, connector: str | None) -> dict[str, str]:
-        clusters = self._settings.connect_clusters
-        if connect_cluster not in clusters or not connector:
-            raise QuarantineFailed(
-                f"cannot tell which Kafka cluster connector {connector!r} of Connect cluster "
-                f"{connect_cluster!r} reads: nothing was copied"
-            )
-        cluster = clusters[connect_cluster]
-        try:
-            with httpx.Client(timeout=self._timeout_s, **httpx_options(cluster)) as http:
-                response = http.get(f"/connectors/{quote(connector, safe='')}/config")
-        except httpx.HTTPError as exc:
-            raise QuarantineFailed(
-                f"cannot read the config of {connector} from Connect ({type(exc).__name__}): "
-                "nothing was copied"
-            ) from None
-        if response.status_code != 200:
-            raise QuarantineFailed(
-                f"cannot read the config of {connector} from Connect ({response.status_code}): "
-                "nothing was copied"
-            )
-        config = {str(k): str(v) for k, v in response.json().items()}
-        return source_config(self._settings, connect_cluster, connector, config)
-
-
 def _last_header(msg: Message, name: str) -> bytes | None:
     raw = msg.headers() or []
     pairs = raw.items() if isinstance(raw, dict) else raw
@@ -429,32 +347,3 @@ def _last_header(msg: Message, name: str) -> bytes | None:
         if key == name and isinstance(value, bytes):
             found = value
     return found
-
-
-# -- reading ------------------------------------------------------------------------------------
-
-
-def read_quarantined(
-    conf: Mapping[str, str], topic: str = DEFAULT_TOPIC, *, timeout_s: float = 30.0
-) -> list[QuarantinedRecord]:
-    """Every record in the quarantine topic, oldest quarantine time first ([] if no topic)."""
-    quarantine = Quarantine(conf, topic, timeout_s=timeout_s)
-    consumer = quarantine._consumer()
-    try:
-        metadata = consumer.list_topics(topic, timeout=timeout_s)
-        meta = metadata.topics.get(topic)
-        if meta is not None and meta.error is not None:
-            # not readable is not empty: a missing ACL must not look like nothing quarantined
-            raise_if_denied(meta.error, conf, topic=("READ", topic))
-        if meta is None or meta.error is not None:
-            return []
-        partitions = sorted(meta.partitions)
-    except KafkaException as exc:
-        raise QuarantineFailed(f"cannot read {topic}: {exc.args[0].str()}") from None
-    finally:
-        consumer.close()
-    out: list[QuarantinedRecord] = []
-    for partition in partitions:
-        low, _high = quarantine._watermarks(partition)
-        out.extend(decode_copy(to_record(msg)) for msg in quarantine._scan(partition, low))
-    return sorted(out, key=lambda q: (q.quarantined_at_ms or 0, q.ref.partition, q.ref.offset))
