@@ -9,7 +9,7 @@ targets so each run changes something, with the stack's stand-in operator at its
 interval (it acts on the resource events). Both poll at 50 ms (the daemon's poll interval) and
 use the `offsetd` service account's token.
 
-- offsetd: `StrimziBackend.plan_alter` + `apply`: snapshot, prior-state annotation,
+- offsetd: the `strimzi` backend's `plan_alter` + `apply`: snapshot, prior-state annotation,
   `spec.state: stopped`, wait STOPPED, ConfigMap, `alterOffsets` + annotation, wait, read back
   through `listOffsets`, restore `spec.state`, wait RUNNING.
 - bare: merge patches with httpx straight to the API server, as `kubectl patch` does:
@@ -48,9 +48,8 @@ from offsetd.devstack.stack import Stack
 from offsetd.devstack.strimzi_resources import apply_resource, kafka_connector
 from offsetd.offsets.backend import BackendRequest, Timeouts
 from offsetd.offsets.model import OffsetEntry
-from offsetd.offsets.registry import backend_for
+from offsetd.offsets.registry import stepwise_backend_for
 from offsetd.offsets.snapshots.files import FileSnapshotStore
-from offsetd.offsets.strimzi.backend import StrimziBackend
 
 POLL_S = 0.05
 
@@ -192,18 +191,17 @@ def main() -> None:
     cluster = settings.connect_clusters["local"]
 
     async def offsetd_skip(offset: int) -> None:
-        backend = backend_for(
-            BackendRequest(
+        backend = stepwise_backend_for(
+            BackendRequest.for_cluster(
                 "local",
-                cluster.orchestrator,
+                cluster,
                 ConnectClient.for_cluster(cluster),
                 FileSnapshotStore(args.run_dir / "bench-snapshots"),
                 settings=settings,
                 timeouts=Timeouts(poll_s=POLL_S),
-                strimzi=cluster.strimzi,
             )
         )
-        assert isinstance(backend, StrimziBackend)
+        assert backend.name == "strimzi"
         patch = [
             OffsetEntry({"kafka_topic": topic, "kafka_partition": 0}, {"kafka_offset": offset})
         ]

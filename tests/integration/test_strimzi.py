@@ -12,6 +12,7 @@ import asyncio
 import json
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -23,11 +24,12 @@ from offsetd.devstack import strimzi_resources
 from offsetd.devstack.kube import KubeCluster
 from offsetd.devstack.stack import StackInfo
 from offsetd.errors import ConnectorRejected
-from offsetd.offsets.backend import BackendRequest
-from offsetd.offsets.registry import backend_for
+from offsetd.kube.api import KubeApi
+from offsetd.offsets.backend import BackendRequest, StepwiseBackend
+from offsetd.offsets.registry import stepwise_backend_for
 from offsetd.offsets.snapshots.files import FileSnapshotStore
-from offsetd.offsets.strimzi.backend import StrimziBackend
-from offsetd.offsets.strimzi.client import ResourceDrivenClient
+from offsetd.offsets.strimzi.backend import strimzi_site
+from offsetd.offsets.strimzi.site import StrimziSite
 from tests.integration.cliutil import offsetd, offsetd_json
 from tests.integration.kafkautil import (
     ConnectClient,
@@ -85,21 +87,29 @@ def _wait_count(west: str, topic: str, count: int) -> list[str]:
     return wait_for(f"{count} records in {topic}", probe, 60)
 
 
-def _backend(ns: StrimziNamespace) -> StrimziBackend:
+def _request(ns: StrimziNamespace) -> BackendRequest:
     settings = load_settings(ns.config, {})
     cluster = settings.connect_clusters["local"]
-    backend = backend_for(
-        BackendRequest(
-            "local",
-            cluster.orchestrator,
-            OffsetdConnectClient.for_cluster(cluster),
-            FileSnapshotStore(ns.log.parent / "snapshots"),
-            settings=settings,
-            strimzi=cluster.strimzi,
-        )
+    return BackendRequest.for_cluster(
+        "local",
+        cluster,
+        OffsetdConnectClient.for_cluster(cluster),
+        FileSnapshotStore(ns.log.parent / "snapshots"),
+        settings=settings,
     )
-    assert isinstance(backend, StrimziBackend)
+
+
+def _backend(ns: StrimziNamespace) -> StepwiseBackend:
+    backend = stepwise_backend_for(_request(ns))
+    assert backend.name == "strimzi"
     return backend
+
+
+def _site(ns: StrimziNamespace) -> StrimziSite:
+    """The cluster's resources as the `strimzi` backend drives them, for a step of its own."""
+    request = _request(ns)
+    assert request.strimzi is not None
+    return strimzi_site(request, request.strimzi)
 
 
 def test_a_rest_stop_is_resumed_by_the_operator_but_offsetds_stop_holds(
@@ -122,7 +132,7 @@ def test_a_rest_stop_is_resumed_by_the_operator_but_offsetds_stop_holds(
     # offsetd's way: spec.state, which every reconcile keeps — here through the client the
     # daemon's actions get on such a cluster (its stop/resume are the stop/resume actions).
     backend = _backend(ns)
-    client = ResourceDrivenClient(backend.client, backend)
+    client = backend.client
 
     async def stop_hold_resume() -> list[str]:
         await client.stop(name)
@@ -355,29 +365,31 @@ def test_the_operators_refusal_and_restarts_and_config_go_through_the_resource(
     ns = strimzi_ns(interval_s=2.0)
     name, _topic = _file_source(ns, west, tmp_path, connect)
     backend = _backend(ns)
+    site = _site(ns)
+    rest = _request(ns).client  # Connect's REST API alone
 
     async def scenario() -> None:
-        found = await backend.resource(name)
+        found = await site.locate(name)
         assert found is not None
         with pytest.raises(ConnectorRejected, match="Connector is not in STOPPED state"):
-            await backend._operate(found, "alter")
+            await site.operate(found, "alter")
         notes = ns.get("KafkaConnector", name)["metadata"].get("annotations") or {}
         assert "strimzi.io/connector-offsets" not in notes  # taken back: nothing retries it
         status = ns.get("KafkaConnector", name)
         assert status["status"]["observedGeneration"] == status["metadata"]["generation"]
 
-        config = await backend.client.config(name)
-        await backend.client.put_config(name, {**config, "batch.size": "7"})  # REST only
+        config = await rest.config(name)
+        await rest.put_config(name, {**config, "batch.size": "7"})  # REST only
         wait_for(
             "the operator to put the REST change back",
             lambda: "batch.size" not in connect.http.get(connect.path(name, "/config")).json(),
             15,
         )
         await backend.put_config(name, {**config, "batch.size": "7"})  # through spec.config
-        assert (await backend.client.config(name))["batch.size"] == "7"
+        assert (await rest.config(name))["batch.size"] == "7"
         assert ns.get("KafkaConnector", name)["spec"]["config"]["batch.size"] == "7"
         await backend.put_config(name, config)
-        assert await backend.client.config(name) == config
+        assert await rest.config(name) == config
 
         # a stuck task's restart (restart-tasks): RUNNING, yet restarted through its resource
         restarted = await backend.restart_tasks(name, 0)
@@ -431,3 +443,35 @@ def test_a_sink_rewound_to_earliest_then_undone_through_the_resource(
     assert connect.offsets(name)["offsets"][0]["offset"]["kafka_offset"] == 8
     assert "state" not in ns.get("KafkaConnector", name)["spec"]
     connect.wait_running(name)
+
+
+def test_one_alter_locates_its_connector_once(
+    strimzi_ns: Factory,
+    west: str,
+    tmp_path: Path,
+    connect: ConnectClient,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """One `offsets alter` asks the Kubernetes API for its resources: the KafkaConnect once,
+    the KafkaConnector once (at plan time, then carried), and once per poll while the operator
+    acts on an annotation — never again in each step."""
+    ns = strimzi_ns(interval_s=2.0)
+    name, _topic = _file_source(ns, west, tmp_path, connect)
+    reads: list[tuple[str, str]] = []
+    get, list_ = KubeApi.get, KubeApi.list
+
+    async def counted_get(self: KubeApi, kind: Any, found: str) -> dict[str, Any]:
+        reads.append(("get", kind))
+        return await get(self, kind, found)
+
+    async def counted_list(self: KubeApi, kind: Any) -> list[dict[str, Any]]:
+        reads.append(("list", kind))
+        return await list_(self, kind)
+
+    monkeypatch.setattr(KubeApi, "get", counted_get)
+    monkeypatch.setattr(KubeApi, "list", counted_list)
+    doc = {"offsets": [{"partition": {"filename": str(tmp_path / f"{name}.txt")},
+                        "offset": {"position": 10}}]}  # fmt: skip
+    altered = offsetd(ns.config, "offsets", "alter", name, "--file", "-", input=json.dumps(doc))
+    assert altered.exit_code == 0, altered.output + altered.stderr
+    print(f"kube reads for one alter: {len(reads)}: {reads}")

@@ -23,9 +23,9 @@ from ruamel.yaml import YAML
 from offsetd.config import load_settings
 from offsetd.connect.client import ConnectClient as OffsetdConnectClient
 from offsetd.offsets.backend import BackendRequest
-from offsetd.offsets.registry import backend_for
+from offsetd.offsets.registry import stepwise_backend_for
 from offsetd.offsets.snapshots.files import FileSnapshotStore
-from offsetd.offsets.strimzi.backend import PRIOR_STATES, StrimziBackend
+from offsetd.offsets.strimzi.resources import PRIOR_STATES
 from offsetd.remediation.faults import CRASH_EXIT_CODE
 from tests.integration.kafkautil import (
     ConnectClient,
@@ -120,17 +120,16 @@ def test_a_failed_task_is_restarted_through_strimzi_io_restart_task(
     config, _data = _config(ns, tmp_path)
     settings = load_settings(config, {})
     cluster = settings.connect_clusters["local"]
-    backend = backend_for(
-        BackendRequest(
+    backend = stepwise_backend_for(
+        BackendRequest.for_cluster(
             "local",
-            cluster.orchestrator,
+            cluster,
             OffsetdConnectClient.for_cluster(cluster),
             FileSnapshotStore(tmp_path / "snapshots"),
             settings=settings,
-            strimzi=cluster.strimzi,
         )
     )
-    assert isinstance(backend, StrimziBackend)
+    assert backend.name == "strimzi"
     assert len(consume_all(west, p.dlq)) == 1  # the one failed run so far
     answer = asyncio.run(backend.restart_failed(p.name))
     assert [t.state for t in answer.tasks] == ["RESTARTING"]

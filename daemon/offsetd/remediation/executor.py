@@ -26,29 +26,26 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
-
-import httpx
 
 from offsetd.audit import AuditLog
 from offsetd.config import ConnectCluster, RemediationSettings
 from offsetd.connect.client import ConnectClient
-from offsetd.connect.transport import httpx_options, user_of
 from offsetd.engine import ConnectorMeta, Decision
 from offsetd.engine.decision import Firing
 from offsetd.errors import OffsetdError
 from offsetd.metrics.instruments import RemediationMetrics
-from offsetd.offsets.backend import BackendRequest, Timeouts
+from offsetd.offsets.backend import StepwiseBackend
 from offsetd.offsets.model import ConnectorKind, next_offset_of
-from offsetd.offsets.operations import OffsetsService
-from offsetd.offsets.registry import connect_backend_for, write_refusal_for
+from offsetd.offsets.registry import write_refusal_for
 from offsetd.offsets.snapshots import SnapshotStore
-from offsetd.offsets.strimzi.client import ResourceDrivenClient
 from offsetd.remediation.actions import dispatch
 from offsetd.remediation.actions.base import ActionCall, Locator
 from offsetd.remediation.approvals import ApprovalWatch, PauseWatch
+from offsetd.remediation.audit_record import outcome_record
+from offsetd.remediation.clients import Clients
 from offsetd.remediation.control import ControlStore
 from offsetd.remediation.control_state import ControlState
 from offsetd.remediation.guard_inputs import GuardReads
@@ -69,7 +66,7 @@ from offsetd.remediation.skip import Quarantine
 from offsetd.retry import retry_call
 from offsetd.scope import scope_of
 
-__all__ = ["Remediator", "call_again", "outcome_record"]
+__all__ = ["Remediator", "call_again"]
 
 log = logging.getLogger("offsetd.remediation")
 T = TypeVar("T")
@@ -110,12 +107,14 @@ class Remediator:
     _after_pause: set[str] = field(default_factory=set)  # decisions handed back by a resume
     _recovery: Recovery = field(init=False)
     _reads: GuardReads = field(init=False)
+    _clients: Clients = field(init=False)
     _background: list[asyncio.Task[None]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self._submitted = RecentIds(self.now_ms)
         self._recovery = Recovery(self)
         self._reads = GuardReads(self)
+        self._clients = Clients(self)
 
     # -- what the handlers, recovery and guard reads use ----------------------------------------
 
@@ -131,24 +130,8 @@ class Remediator:
     def approvals(self) -> ApprovalWatch:
         return self._approvals
 
-    def offsets_service(self, client: ConnectClient, connect_cluster: str) -> OffsetsService:
-        cluster = self.connect.get(connect_cluster)
-        return connect_backend_for(
-            BackendRequest(
-                connect_cluster,
-                cluster.orchestrator if cluster is not None else "none",
-                client,
-                self.snapshots(connect_cluster),
-                timeouts=Timeouts(
-                    stop_s=self.settings.stop_timeout / 1000,
-                    resume_s=self.settings.resume_timeout / 1000,
-                    # waiting for STOPPED / RUNNING: a GET /status per poll, for a second or two
-                    poll_s=0.05,
-                ),
-                log=lambda msg: log.info("%s", msg),
-                strimzi=cluster.strimzi if cluster is not None else None,
-            )
-        )
+    def offsets_service(self, client: ConnectClient, connect_cluster: str) -> StepwiseBackend:
+        return self._clients.backend(client, connect_cluster)  # offsetd.remediation.clients
 
     async def again(self, what: str, call: Callable[[], Awaitable[T]]) -> T:
         return await call_again(what, call, self.retry_delays_s)
@@ -162,40 +145,12 @@ class Remediator:
             timeout_ms=self.settings.webhook_timeout,
         )
 
-    @contextlib.asynccontextmanager
-    async def client(
+    def client(
         self, cluster: ConnectCluster, calls: list[dict[str, Any]]
-    ) -> AsyncIterator[ConnectClient]:
-        """A Connect client whose every answer is logged for the audit (no bodies, no auth);
-        on a cluster with Strimzi access, one that moves connectors through their resources."""
-
-        async def on_response(response: httpx.Response) -> None:
-            request = response.request
-            call = {
-                "method": request.method,
-                "path": request.url.path,
-                "status": response.status_code,
-            }
-            if request.url.query:
-                call["query"] = request.url.query.decode()
-            calls.append(call)
-            self.metrics.connect_requests.labels(request.method, str(response.status_code)).inc()
-
-        http = httpx.AsyncClient(
-            timeout=self.http_timeout_s,
-            event_hooks={"response": [on_response]},
-            **httpx_options(cluster),
-        )
-        client = ConnectClient(http, user=user_of(cluster))
-        name = next((n for n, c in self.connect.items() if c is cluster), None)
-        if cluster.strimzi is not None and name is not None:
-            # Strimzi would put REST moves back: stop, restart, config and offsets go through
-            # the connector's resource (reads stay REST).
-            client = ResourceDrivenClient(client, self.offsets_service(client, name))
-        try:
-            yield client
-        finally:
-            await client.aclose()
+    ) -> contextlib.AbstractAsyncContextManager[ConnectClient]:
+        """A Connect client whose every answer is logged for the audit; its moves go through
+        the cluster's offsets backend (offsetd.remediation.clients)."""
+        return self._clients.open(cluster, calls)
 
     # -- entry points ---------------------------------------------------------------------------
 
@@ -332,7 +287,6 @@ class Remediator:
     async def _verdict(self, decision: Decision, cluster: ConnectCluster | None) -> Verdict:
         """Every guard's say, with what they read now (control topic, Connect, status topic)."""
         state = await self._trip_breaker([decision])
-        orchestrator = cluster.orchestrator if cluster is not None else "none"
         failing: int | None = 0
         failing_names: tuple[str, ...] = ()
         writes = decision.effects.writes
@@ -353,11 +307,7 @@ class Remediator:
                 control=state,
                 connector_class=meta.connector_class if meta else None,
                 connector_type=meta.connector_type if meta else None,
-                offsets_refusal=write_refusal_for(
-                    decision.connect_cluster,
-                    orchestrator,
-                    kubernetes=cluster is not None and cluster.strimzi is not None,
-                ),
+                offsets_refusal=write_refusal_for(decision.connect_cluster, cluster),
                 failing_connectors=failing,
                 now_ms=self.now_ms(),
                 failing_names=failing_names,
@@ -524,11 +474,10 @@ class Remediator:
     ) -> None:
         """The outcome, audited (and counted, logged, told to the engine)."""
         self.metrics.outcomes.labels(decision.rule, outcome).inc()
-        record = outcome_record(decision, outcome, message, self.now_ms(), extra)
         # A located record is in the saga, whatever its end: failed and aborted skips name it too.
         saga = self.sagas.get(str(extra["saga"])) if "saga" in extra else None
-        if saga is not None and saga.record is not None:
-            record["record"] = saga.record
+        located = saga.record if saga is not None else None
+        record = outcome_record(decision, outcome, message, self.now_ms(), extra, located)
         try:
             await self.audit.write(record)
         except OffsetdError as exc:
@@ -540,28 +489,6 @@ class Remediator:
                 await self.on_outcome(decision, outcome, extra)
             except Exception:  # the outcome is audited; the engine's limits then just expire
                 log.exception("could not report the outcome of %s to the engine", decision.id)
-
-
-def outcome_record(
-    decision: Decision, outcome: str, message: str, at_ms: int, extra: dict[str, Any]
-) -> dict[str, Any]:
-    """The audit record of a decision's outcome (`kind: remediation`, keyed by decision and
-    outcome): what `offsetd history` joins to its decision."""
-    return {
-        "id": f"{decision.id}:{outcome}",
-        "kind": "remediation",
-        "decision_id": decision.id,
-        "rule": decision.rule,
-        "mode": decision.mode,
-        "connect_cluster": decision.connect_cluster,
-        "connector": decision.connector,
-        "actions": [a.model_dump(mode="json") for a in decision.actions],
-        "record": decision.record.model_dump() if decision.record else None,
-        "outcome": outcome,
-        "message": message,
-        "decided_at_ms": at_ms,
-        **extra,
-    }
 
 
 async def call_again(

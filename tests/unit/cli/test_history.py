@@ -9,7 +9,7 @@ import pytest
 from offsetd.cli.history import Incident, incident_rows, incidents, story
 from offsetd.engine import Decision
 from offsetd.engine.tally import fold_suppressed, tally_record
-from offsetd.remediation.executor import outcome_record
+from offsetd.remediation.audit_record import outcome_record
 from tests.unit.engine.test_engine_decide import MIN, SEC, Feed
 from tests.unit.engine.test_engine_tally import WINDOW, storm_rules
 

@@ -31,7 +31,7 @@ from offsetd.errors import (
     StrimziManaged,
     UndoConflict,
 )
-from offsetd.offsets.backend import BackendRequest, Timeouts
+from offsetd.offsets.backend import BackendRequest, StepwiseBackend, Timeouts
 from offsetd.offsets.change import Outcome, Plan
 from offsetd.offsets.documents import configmap_key, configmap_name
 from offsetd.offsets.model import (
@@ -42,8 +42,7 @@ from offsetd.offsets.model import (
     partition_key,
     sink_partition,
 )
-from offsetd.offsets.operations import OffsetsService
-from offsetd.offsets.registry import connect_backend_for
+from offsetd.offsets.registry import stepwise_backend_for
 from offsetd.offsets.snapshots import FileSnapshotStore, Snapshot
 from offsetd.retry import Backoff
 
@@ -280,8 +279,9 @@ async def _instant(_seconds: float) -> None:
 @dataclass
 class Env:
     fake: FakeConnect
-    service: OffsetsService
+    service: StepwiseBackend
     store: FileSnapshotStore
+    client: ConnectClient  # Connect's REST API, as the backend's parts read and write it
 
     def run(self, coro: Coroutine[Any, Any, T]) -> T:
         # The client is not closed between runs (MockTransport holds no connections).
@@ -289,20 +289,20 @@ class Env:
 
     def alter(self, name: str, patch: list[OffsetEntry]) -> Outcome:
         async def go() -> Outcome:
-            return await self.service.execute(await self.service.plan_alter(name, patch))
+            return await self.service.apply(await self.service.plan_alter(name, patch))
 
         return self.run(go())
 
     def reset(self, name: str) -> Outcome:
         async def go() -> Outcome:
-            return await self.service.execute(await self.service.plan_reset(name))
+            return await self.service.apply(await self.service.plan_reset(name))
 
         return self.run(go())
 
     def undo(self, snapshot_id: str, *, force: bool = False) -> Outcome:
         async def go() -> Outcome:
             plan = await self.service.plan_undo(snapshot_id, force=force)
-            return await self.service.execute(plan)
+            return await self.service.apply(plan)
 
         return self.run(go())
 
@@ -323,7 +323,7 @@ def make_env(
     http = httpx.AsyncClient(transport=httpx.MockTransport(fake), base_url=BASE)
     client = ConnectClient(http, backoff=Backoff(attempts=3, first_s=0, max_s=0), sleep=_instant)
     store = FileSnapshotStore(tmp_path / "snapshots")
-    service = connect_backend_for(
+    service = stepwise_backend_for(
         BackendRequest(
             "local",
             orchestrator,
@@ -332,7 +332,7 @@ def make_env(
             timeouts=timeouts or Timeouts(stop_s=2.0, resume_s=2.0, poll_s=0, read_back_s=0.2),
         )
     )
-    return Env(fake, service, store)
+    return Env(fake, service, store, client)
 
 
 def sink_entry(partition: int, offset: int | None, topic: str = "orders") -> OffsetEntry:
@@ -523,7 +523,7 @@ def test_connector_that_failed_after_planning_is_refused(tmp_path: Path) -> None
     async def go() -> Outcome:
         plan = await env.service.plan_alter("my-sink", [sink_entry(0, 1)])
         connector.state = "FAILED"
-        return await env.service.execute(plan)
+        return await env.service.apply(plan)
 
     with pytest.raises(ConnectorStateRefused, match="changed from RUNNING to FAILED"):
         env.run(go())
@@ -536,9 +536,7 @@ def test_strimzi_managed_cluster_is_refused_with_the_configmap(tmp_path: Path) -
     env = make_env(tmp_path, connector, orchestrator="strimzi")
 
     async def go() -> Outcome:
-        return await env.service.execute(
-            await env.service.plan_alter("my-sink", [sink_entry(0, 1)])
-        )
+        return await env.service.apply(await env.service.plan_alter("my-sink", [sink_entry(0, 1)]))
 
     with pytest.raises(StrimziManaged) as info:
         env.run(go())
@@ -561,7 +559,7 @@ def test_strimzi_mm2_reset_names_the_mirrormaker_annotation(tmp_path: Path) -> N
     env = make_env(tmp_path, connector, orchestrator="strimzi")
 
     async def go() -> Outcome:
-        return await env.service.execute(await env.service.plan_reset(name))
+        return await env.service.apply(await env.service.plan_reset(name))
 
     with pytest.raises(StrimziManaged) as info:
         env.run(go())
@@ -872,7 +870,7 @@ def test_undo_conflict_shows_a_three_way_diff(tmp_path: Path) -> None:
     changes_before = len(env.fake.changes())
 
     async def plan() -> Plan:
-        return await env.service.plan_undo(change.snapshot_id)
+        return await env.service.plan_undo(change.snapshot_id, force=False)
 
     with pytest.raises(UndoConflict) as info:
         env.run(plan())
@@ -959,7 +957,7 @@ def test_undo_of_a_change_that_never_wrote_is_refused(tmp_path: Path) -> None:
     failed = env.only_snapshot("my-sink")
     assert failed.status == "failed"
     with pytest.raises(UndoConflict, match="was not applied"):
-        env.run(env.service.plan_undo(failed.id))
+        env.run(env.service.plan_undo(failed.id, force=False))
 
 
 def test_a_failure_while_stopping_puts_the_connector_back(tmp_path: Path) -> None:
@@ -969,7 +967,7 @@ def test_a_failure_while_stopping_puts_the_connector_back(tmp_path: Path) -> Non
 
     async def go() -> None:
         plan = await env.service.plan_alter("my-sink", [sink_entry(0, 1)])
-        real_offsets = env.service.client.offsets
+        real_offsets = env.client.offsets
         calls = {"n": 0}
 
         async def flaky(name: str) -> list[OffsetEntry]:
@@ -978,8 +976,8 @@ def test_a_failure_while_stopping_puts_the_connector_back(tmp_path: Path) -> Non
                 raise ConnectUnavailable("Connect at x did not answer (ReadTimeout)")
             return await real_offsets(name)
 
-        env.service.client.offsets = flaky  # type: ignore[method-assign]
-        await env.service.execute(plan)
+        env.client.offsets = flaky  # type: ignore[method-assign]
+        await env.service.apply(plan)
 
     with pytest.raises(ConnectUnavailable, match="put back to RUNNING; offsets unchanged"):
         env.run(go())
@@ -994,7 +992,7 @@ def test_a_read_back_failure_leaves_it_stopped_and_says_so(tmp_path: Path) -> No
 
     async def go() -> None:
         plan = await env.service.plan_alter("my-sink", [sink_entry(0, 1)])
-        real_offsets = env.service.client.offsets
+        real_offsets = env.client.offsets
         calls = {"n": 0}
 
         async def flaky(name: str) -> list[OffsetEntry]:
@@ -1003,8 +1001,8 @@ def test_a_read_back_failure_leaves_it_stopped_and_says_so(tmp_path: Path) -> No
                 raise ConnectUnavailable("Connect at x did not answer (ReadTimeout)")
             return await real_offsets(name)
 
-        env.service.client.offsets = flaky  # type: ignore[method-assign]
-        await env.service.execute(plan)
+        env.client.offsets = flaky  # type: ignore[method-assign]
+        await env.service.apply(plan)
 
     with pytest.raises(ChangeIncomplete, match="left STOPPED") as info:
         env.run(go())

@@ -4,14 +4,20 @@ from __future__ import annotations
 
 import asyncio
 import json
-from typing import Any
+from types import SimpleNamespace
+from typing import Any, cast
 
 import pytest
 
+from offsetd.config.connect_clusters import StrimziAccess
+from offsetd.connect.client import ConnectClient
 from offsetd.errors import KubernetesError, StrimziManaged
+from offsetd.offsets.backend import BackendRequest, OfflineOptions
 from offsetd.offsets.registry import backend_name
-from offsetd.offsets.strimzi.backend import PRIOR_STATES, _priors
+from offsetd.offsets.snapshots import SnapshotStore
+from offsetd.offsets.strimzi.parts import _priors
 from offsetd.offsets.strimzi.resources import (
+    PRIOR_STATES,
     ConnectorResource,
     ConnectResource,
     find_connect,
@@ -169,7 +175,20 @@ def test_the_prior_states_annotation_reads_back_and_tolerates_garbage() -> None:
 
 
 def test_the_backend_is_chosen_from_flags_access_and_config() -> None:
-    assert backend_name("strimzi", offline=True, kubernetes=True) == "offline"
-    assert backend_name("none", kubernetes=True) == "strimzi"
-    assert backend_name("strimzi") == "strimzi-manual"
-    assert backend_name("none") == "rest"
+    def name(orchestrator: str, *, offline: bool = False, kubernetes: bool = False) -> str:
+        cluster = SimpleNamespace(
+            orchestrator=orchestrator, strimzi=StrimziAccess(namespace="ns") if kubernetes else None
+        )
+        request = BackendRequest.for_cluster(
+            "local",
+            cluster,
+            cast(ConnectClient, None),
+            cast(SnapshotStore, None),
+            offline=OfflineOptions() if offline else None,
+        )
+        return backend_name(request)
+
+    assert name("strimzi", offline=True, kubernetes=True) == "offline"
+    assert name("none", kubernetes=True) == "strimzi"
+    assert name("strimzi") == "strimzi-manual"
+    assert name("none") == "rest"

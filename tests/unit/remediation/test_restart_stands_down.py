@@ -13,14 +13,6 @@ from offsetd.remediation.actions.restart import RestartSpec, restart
 from offsetd.remediation.sink_start import StartNotPinned
 
 
-class Backend:
-    def __init__(self, owner: str | None) -> None:
-        self.owner = owner
-
-    async def auto_restarted_by(self, connector: str) -> str | None:
-        return self.owner
-
-
 class Client:
     def __init__(self) -> None:
         self.restarts = 0
@@ -28,6 +20,21 @@ class Client:
     async def restart_failed(self, name: str) -> ConnectorState:
         self.restarts += 1
         return ConnectorState(name, "RUNNING", "w", (TaskState(0, "RESTARTING", "w"),), "sink")
+
+
+class Backend:
+    """The offsets backend's restart moves: who restarts it on its own, and the restart (to
+    the client, as REST's mover does)."""
+
+    def __init__(self, owner: str | None, client: Client) -> None:
+        self.owner = owner
+        self.client = client
+
+    async def auto_restarted_by(self, connector: str) -> str | None:
+        return self.owner
+
+    async def restart_failed(self, connector: str) -> ConnectorState:
+        return await self.client.restart_failed(connector)
 
 
 class Locator:
@@ -43,9 +50,9 @@ class Locator:
 class FakeServices:
     """Only what the restart handler uses (a unit test of its decision, not of Connect)."""
 
-    def __init__(self, owner: str | None, pinned: str | Exception | None = None) -> None:
+    def __init__(self, owner: str | None, client: Client, pinned: str | Exception | None) -> None:
         self.skip_pending: dict[str, asyncio.Event] = {}
-        self.backend = Backend(owner)
+        self.backend = Backend(owner, client)
         self.locator = Locator(pinned)
 
     def now_ms(self) -> int:
@@ -69,7 +76,8 @@ def run(
     client = Client()
     call = ActionCall(cast(Any, client), cast(Any, None), cast(Any, Decision()))
     spec = RestartSpec(type="restart-failed-tasks")
-    result = asyncio.run(restart(cast(Services, FakeServices(owner, pinned)), call, spec))
+    services = FakeServices(owner, client, pinned)
+    result = asyncio.run(restart(cast(Services, services), call, spec))
     return result, client
 
 

@@ -19,7 +19,7 @@ from offsetd.cli.offsets.choose import (
     F,
     backend_of,
     offline_options,
-    rest_backend_of,
+    online_backend_of,
     say,
     take_offline,
     target_of,
@@ -28,12 +28,10 @@ from offsetd.cli.offsets.choose import (
 from offsetd.cli.offsets.present import report
 from offsetd.errors import InvalidDocument
 from offsetd.offsets import documents
-from offsetd.offsets.backend import Feature, OfflineOptions, OffsetsBackend
+from offsetd.offsets.backend import Feature, OfflineOptions, OffsetsBackend, StepwiseBackend
 from offsetd.offsets.change import Outcome, Plan
-from offsetd.offsets.location import resolve_location
 from offsetd.offsets.model import ConnectorKind, OffsetEntry
-from offsetd.offsets.operations import OffsetsService
-from offsetd.offsets.retarget import Selection, target_patch
+from offsetd.offsets.retarget import Selection
 from offsetd.offsets.targets import Target as OffsetTarget
 from offsetd.offsets.targets import TargetKind, parse_timestamp
 from offsetd.remediation.quarantine import QuarantineFailed
@@ -133,23 +131,6 @@ def _require(backend: AnyBackend, feature: Feature, wanted: bool) -> None:
     raise InvalidDocument(why)
 
 
-def _rest(backend: AnyBackend) -> OffsetsService:
-    """Targets and MM2 checks go through Connect: every backend without REST refused them."""
-    assert isinstance(backend, OffsetsService), backend.name
-    return backend
-
-
-async def _targeted_patch(
-    target: Target, service: OffsetsService, connector: str, spec: OffsetTarget, sel: Selection
-) -> list[OffsetEntry]:
-    info = await target.client.info(connector)
-    kind, _cls, _status = await service.describe(connector)
-    location = resolve_location(connector, info.config, kind, target.worker, target.settings)
-    current = await target.client.offsets(connector)
-    say(f"{connector}: offsets in {location.describe()}; target: {spec.describe()}")
-    return await target_patch(kind, info.config, location, current, spec, sel, target.settings)
-
-
 async def _plan_and_run(
     backend: AnyBackend, plans: list[Callable[[], Awaitable[Any]]], dry_run: bool
 ) -> list[Any]:
@@ -205,9 +186,7 @@ def alter(
 
     async def make_plan() -> Any:
         if spec is not None:
-            service = _rest(backend)
-            patch = await _targeted_patch(target, service, connector, spec, selection)
-            plan = await service.plan_alter(connector, patch)
+            plan = await backend.plan_target(connector, spec, selection)
         else:
             raw = documents.parse_document(file_.read(), connector=connector)
             plan = await backend.plan_document(connector, raw[connector])
@@ -246,7 +225,7 @@ def import_(
     job = _skip_run_job(source)
     raw = documents.parse_document(source.read(), connector=connector)
     target = target_of(**kw)
-    service = rest_backend_of(target, stop_timeout, resume_timeout)
+    service = online_backend_of(target, stop_timeout, resume_timeout)
 
     async def validated() -> list[tuple[str, Callable[[], Awaitable[Plan]]]]:
         checked: dict[str, list[OffsetEntry]] = {}
@@ -268,7 +247,7 @@ def import_(
 
 
 def _alter_plan(
-    service: OffsetsService, name: str, patch: list[OffsetEntry]
+    service: StepwiseBackend, name: str, patch: list[OffsetEntry]
 ) -> Callable[[], Awaitable[Plan]]:
     return lambda: service.plan_alter(name, patch)
 
@@ -354,24 +333,20 @@ def reset(
     selection = Selection(topics, partitions, include_uncommitted)
 
     async def make_plan() -> Any:
-        if mm2:
-            kind, _cls, _status = await _rest(backend).describe(connector)
-            if kind is not ConnectorKind.MIRROR_SOURCE:
-                raise InvalidDocument(
-                    f"--mm2: {connector} is a {kind} connector, not MirrorSourceConnector"
-                )
         if spec is not None:
-            service = _rest(backend)
-            patch = await _targeted_patch(target, service, connector, spec, selection)
-            return await service.plan_alter(connector, patch)
-        return await backend.plan_reset(connector)
+            plan = await backend.plan_target(connector, spec, selection)
+        else:
+            plan = await backend.plan_reset(connector)
+        if mm2 and plan.kind is not ConnectorKind.MIRROR_SOURCE:
+            raise InvalidDocument(
+                f"--mm2: {connector} is a {plan.kind} connector, not MirrorSourceConnector"
+            )
+        return plan
 
     async def run() -> list[Any]:
         results = await _plan_and_run(backend, [make_plan], dry_run)
         if mm2 and not dry_run:
-            outcome = results[0]
-            assert isinstance(outcome, Outcome)
-            await _rest(backend).verify_replicating(outcome)
+            await backend.verify_replicating(results[0])
         return results
 
     report(backend, with_client(target, run), target.output, dry_run)

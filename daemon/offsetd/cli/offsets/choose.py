@@ -8,15 +8,20 @@ from typing import Any
 import click
 
 from offsetd.cli.common import Target, resolve_target, run_async
-from offsetd.offsets.backend import BackendRequest, OfflineOptions, OffsetsBackend, Timeouts
-from offsetd.offsets.operations import OffsetsService
-from offsetd.offsets.registry import backend_for, connect_backend_for
+from offsetd.offsets.backend import (
+    BackendRequest,
+    OfflineOptions,
+    OffsetsBackend,
+    StepwiseBackend,
+    Timeouts,
+)
+from offsetd.offsets.registry import backend_for, stepwise_backend_for
 
 __all__ = [
     "F",
     "backend_of",
     "offline_options",
-    "rest_backend_of",
+    "online_backend_of",
     "say",
     "take_offline",
     "target_of",
@@ -37,9 +42,9 @@ def target_of(**kwargs: Any) -> Target:
 def _request(
     target: Target, offline: OfflineOptions | None, stop_timeout: float, resume_timeout: float
 ) -> BackendRequest:
-    return BackendRequest(
+    return BackendRequest.for_cluster(
         target.name,
-        target.orchestrator,
+        target,
         target.client,
         target.store,
         settings=target.settings,
@@ -47,7 +52,6 @@ def _request(
         offline=offline,
         timeouts=Timeouts(stop_s=stop_timeout, resume_s=resume_timeout),
         log=say,
-        strimzi=target.strimzi,
     )
 
 
@@ -61,11 +65,11 @@ def backend_of(
     return backend_for(_request(target, offline, stop_timeout, resume_timeout))
 
 
-def rest_backend_of(
+def online_backend_of(
     target: Target, stop_timeout: float = 60, resume_timeout: float = 120
-) -> OffsetsService:
+) -> StepwiseBackend:
     """For the commands that work through the workers only (export, import)."""
-    return connect_backend_for(_request(target, None, stop_timeout, resume_timeout))
+    return stepwise_backend_for(_request(target, None, stop_timeout, resume_timeout))
 
 
 def with_client(target: Target, work: Callable[[], Awaitable[Any]]) -> Any:

@@ -11,7 +11,7 @@ import click
 from offsetd.cli.common import connect_options, reports_errors
 from offsetd.cli.offsets.choose import (
     backend_of,
-    rest_backend_of,
+    online_backend_of,
     say,
     target_of,
     with_client,
@@ -81,7 +81,7 @@ def export(connectors_csv: str | None, all_: bool, fmt: str, out: Path | None, *
     """Export offsets as KIP-199's document or as Strimzi ConfigMaps."""
     kw["output"] = "json"
     target = target_of(**kw)
-    backend = rest_backend_of(target)
+    backend = online_backend_of(target)
     names = names_of((), connectors_csv, all_)
     found = with_client(target, lambda: backend.list_offsets(names))
     if fmt == "kip199":

@@ -16,7 +16,7 @@ from typing import Any
 
 import httpx
 
-from offsetd.errors import UndoConflict
+from offsetd.errors import InvalidDocument, UndoConflict
 from offsetd.offsets.backend import BackendRequest, Feature, OfflineOptions, Refusal
 from offsetd.offsets.model import OffsetEntry, as_map, same_offsets
 from offsetd.offsets.offline.gate import acheck_offline_allowed, check_offline_allowed
@@ -24,7 +24,9 @@ from offsetd.offsets.offline.ops import OfflinePlan, OfflineTarget, execute, pla
 from offsetd.offsets.offline.plan import WriteReport
 from offsetd.offsets.offline.reader import read_offsets
 from offsetd.offsets.offline.view import OffsetsView
+from offsetd.offsets.retarget import Selection
 from offsetd.offsets.snapshots import SnapshotStore
+from offsetd.offsets.targets import Target
 
 __all__ = ["OfflineBackend", "OfflineOutcome", "offline_backend"]
 
@@ -116,6 +118,16 @@ class OfflineBackend:
         return await asyncio.to_thread(
             plan, self.target, connector, None, connector_type=self.options.connector_type
         )
+
+    async def plan_target(
+        self, connector: str, target: Target, selection: Selection
+    ) -> OfflinePlan:
+        """Targets need the brokers' offsets by time and the workers' REST: refused."""
+        raise InvalidDocument(_REFUSED["targets"])
+
+    async def verify_replicating(self, outcome: Any) -> None:
+        """Verifying MM2 needs running workers: refused."""
+        raise InvalidDocument(_REFUSED["mm2-verify"])
 
     async def plan_undo(self, snapshot_id: str, *, force: bool) -> OfflinePlan:
         snap = await asyncio.to_thread(self.store.get, snapshot_id)

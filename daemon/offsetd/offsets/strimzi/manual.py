@@ -10,28 +10,34 @@ Strimzi way to do the same change by hand.
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 from offsetd.errors import StrimziManaged
 from offsetd.offsets.backend import BackendRequest, Refusal
-from offsetd.offsets.change import Outcome, Plan, nothing_to_change
+from offsetd.offsets.change import Plan, nothing_to_change
 from offsetd.offsets.documents import configmap_key, configmap_name
-from offsetd.offsets.operations import OffsetsService
+from offsetd.offsets.operations import RestRoute, rest_parts
+from offsetd.offsets.sequence import ChangeSequence
 
-__all__ = ["StrimziRefusingBackend", "refusal", "strimzi_backend", "strimzi_refusal"]
+__all__ = ["ManualRoute", "refusal", "strimzi_backend", "strimzi_refusal"]
 
 
-class StrimziRefusingBackend(OffsetsService):
-    """REST reads and plans; every write refused with the custom-resource steps."""
+class ManualRoute:
+    """Plans like REST; a change that would write is refused with the custom-resource steps
+    (one with nothing to write still says so, and touches nothing)."""
 
-    name = "strimzi-manual"
+    def __init__(self) -> None:
+        self.rest = RestRoute()
 
-    def write_refusal(self) -> Refusal | None:
-        return strimzi_refusal(self.connect_cluster)
+    async def admit(self, connector: str) -> None:
+        await self.rest.admit(connector)
 
-    async def execute(self, plan: Plan) -> Outcome:
-        if nothing_to_change(plan) is not None:
-            return await super().execute(plan)  # says so, and touches nothing
-        raise StrimziManaged(refusal(plan))
+    async def shown(self, plan: Plan) -> Plan:
+        return await self.rest.shown(plan)
+
+    def refuse(self, plan: Plan) -> None:
+        if nothing_to_change(plan) is None:
+            raise StrimziManaged(refusal(plan))
 
 
 def strimzi_refusal(connect_cluster: str) -> Refusal:
@@ -45,9 +51,13 @@ def strimzi_refusal(connect_cluster: str) -> Refusal:
     )
 
 
-def strimzi_backend(request: BackendRequest) -> StrimziRefusingBackend:
-    """The `strimzi` backend of a Connect cluster (offsetd.offsets.registry)."""
-    return StrimziRefusingBackend.for_request(request)
+def strimzi_backend(request: BackendRequest) -> ChangeSequence:
+    """The `strimzi-manual` backend of a Connect cluster (offsetd.offsets.registry): REST
+    parts, with the manual route and the guards' refusal."""
+    parts = rest_parts(
+        request.client, name="strimzi-manual", refusal=strimzi_refusal(request.connect_cluster)
+    )
+    return ChangeSequence.for_request(request, replace(parts, route=ManualRoute()))
 
 
 def refusal(plan: Plan) -> str:

@@ -11,7 +11,7 @@ list edited meanwhile fails the patch instead of changing the wrong connector).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from offsetd.errors import KubernetesError, StrimziManaged
@@ -20,17 +20,22 @@ from offsetd.kube.api import Kind, KubeApi
 __all__ = [
     "GITOPS_MARKS",
     "OFFSETS_ANNOTATION",
+    "PRIOR_STATES",
     "USE_CONNECTOR_RESOURCES",
     "ConnectResource",
     "ConnectorResource",
     "find_connect",
     "gitops_owner",
     "locate",
+    "reread",
+    "with_doc",
 ]
 
 OFFSETS_ANNOTATION = "strimzi.io/connector-offsets"
 MM2_CONNECTOR_ANNOTATION = "strimzi.io/mirrormaker-connector"
 USE_CONNECTOR_RESOURCES = "strimzi.io/use-connector-resources"
+# On the resource while offsetd holds a connector stopped: {connector: its spec.state before}.
+PRIOR_STATES = "offsetd.io/prior-spec-state"
 # Labels and annotations by which Argo CD and Flux mark what they own and would re-sync.
 GITOPS_MARKS = (
     ("label", "argocd.argoproj.io/instance", "Argo CD"),
@@ -185,6 +190,22 @@ async def locate(api: KubeApi, connect: ConnectResource, connector: str) -> Conn
     return ConnectorResource(
         "KafkaConnector", connector, connector, "/spec", dict(doc.get("spec") or {}), doc
     )
+
+
+def with_doc(found: ConnectorResource, doc: dict[str, Any]) -> ConnectorResource:
+    """The same connector's place in a newer version of its resource (a patch's answer, or a
+    read while the operator works): no second search."""
+    if found.kind == "KafkaMirrorMaker2":
+        again = _in_mirror_maker(doc, found.connector)
+        if again is None:
+            raise StrimziManaged(f"{found.label} no longer describes {found.connector}")
+        return again
+    return replace(found, spec=dict(doc.get("spec") or {}), resource=doc)
+
+
+async def reread(api: KubeApi, found: ConnectorResource) -> ConnectorResource:
+    """The resource as it is now: one GET of the resource already found."""
+    return with_doc(found, await api.get(found.kind, found.name))
 
 
 def _in_mirror_maker(doc: dict[str, Any], connector: str) -> ConnectorResource | None:

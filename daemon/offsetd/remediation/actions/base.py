@@ -20,7 +20,7 @@ from offsetd.config import ConnectCluster, RemediationSettings
 from offsetd.connect.client import ConnectClient
 from offsetd.engine import Decision
 from offsetd.metrics.instruments import RemediationMetrics
-from offsetd.offsets.operations import OffsetsService
+from offsetd.offsets.backend import StepwiseBackend
 from offsetd.remediation.control import ControlStore
 from offsetd.remediation.locate import LocateAnswer
 from offsetd.remediation.rewind import RewindRunner
@@ -94,7 +94,10 @@ class Services(Protocol):
         """Per connector: set while a skip is planned (a restart then stands down)."""
         ...
 
-    def offsets_service(self, client: ConnectClient, connect_cluster: str) -> OffsetsService: ...
+    def offsets_service(self, client: ConnectClient, connect_cluster: str) -> StepwiseBackend:
+        """The cluster's offsets backend for `client` (the one the executor opened it with:
+        its moves go through the backend's parts)."""
+        ...
 
     async def again(self, what: str, call: Callable[[], Awaitable[T]]) -> T: ...
 

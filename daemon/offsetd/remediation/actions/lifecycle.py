@@ -1,6 +1,8 @@
-"""`pause`, `stop`, `resume`: one lifecycle call to Connect each, asked again if unanswered.
+"""`pause`, `stop`, `resume`: one state asked of the offsets backend each, asked again if
+unanswered.
 
-One module for the three: each is the same single idempotent call with another verb.
+One module for the three: each is the same single idempotent call with another state. The
+backend moves the connector its own way (REST, or the resource an orchestrator keeps).
 """
 
 from __future__ import annotations
@@ -24,15 +26,20 @@ class ResumeSpec(Resume, PlannedSpec):
 
 
 async def pause(services: Services, call: ActionCall, _spec: PauseSpec) -> Result:
-    await services.again("pause", lambda: call.client.pause(call.decision.connector))
+    backend = services.offsets_service(call.client, call.decision.connect_cluster)
+    await services.again("pause", lambda: backend.request_state(call.decision.connector, "PAUSED"))
     return "executed", "paused", {}
 
 
 async def stop(services: Services, call: ActionCall, _spec: StopSpec) -> Result:
-    await services.again("stop", lambda: call.client.stop(call.decision.connector))
+    backend = services.offsets_service(call.client, call.decision.connect_cluster)
+    await services.again("stop", lambda: backend.request_state(call.decision.connector, "STOPPED"))
     return "executed", "stopped", {}
 
 
 async def resume(services: Services, call: ActionCall, _spec: ResumeSpec) -> Result:
-    await services.again("resume", lambda: call.client.resume(call.decision.connector))
+    backend = services.offsets_service(call.client, call.decision.connect_cluster)
+    await services.again(
+        "resume", lambda: backend.request_state(call.decision.connector, "RUNNING")
+    )
     return "executed", "resumed", {}

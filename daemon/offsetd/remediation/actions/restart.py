@@ -77,7 +77,7 @@ async def restart(services: Services, call: ActionCall, spec: RestartSpec) -> Re
     async def once() -> ConnectorState:
         nonlocal tries
         tries += 1
-        return await call.client.restart_failed(name)
+        return await backend.restart_failed(name)
 
     state = await services.again("restart failed tasks", once)
     restarting = _restarting(state)
