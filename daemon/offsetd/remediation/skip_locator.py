@@ -2,13 +2,15 @@
 can undo it (`recovery`), and the proof that the connector's configuration handles records.
 
 It reads the skip's parameters (`check`, `single_record_batches`) from the typed `SkipSpec`
-of the decision's `skip-record` action, parsed as the executor parses it
+of the decision's skip action, parsed as the executor parses it
 (`offsetd.remediation.actions.parse_action`). It sits beside the skip (`remediation.skip`), not
 inside it: the actions import the skip saga, and this module imports the actions, so inside the
 skip package it would close a cycle between them.
 """
 
 from __future__ import annotations
+
+from pydantic import ValidationError
 
 from offsetd.config import Settings
 from offsetd.connect.client import ConnectClient
@@ -25,9 +27,16 @@ __all__ = ["SagaLocator", "skip_spec"]
 
 
 def skip_spec(decision: Decision) -> SkipSpec | None:
-    """The decision's `skip-record` action as its typed spec (None: it plans no skip)."""
+    """The decision's skip action as its typed spec (None: it plans no skip).
+
+    An action whose parameters do not fit its spec is passed over: the executor's dispatch
+    refuses it before any handler (and so this locator) runs for it.
+    """
     for action in decision.actions:
-        spec = parse_action(action) if action.type == "skip-record" else None
+        try:
+            spec = parse_action(action)
+        except ValidationError:
+            continue
         if isinstance(spec, SkipSpec):
             return spec
     return None
