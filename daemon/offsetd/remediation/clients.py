@@ -12,10 +12,11 @@ same backend, so two backends never stack.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Callable
-from typing import Any, Protocol
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from typing import Any, Protocol, TypeVar
 
 import httpx
 
@@ -26,10 +27,12 @@ from offsetd.metrics.instruments import RemediationMetrics
 from offsetd.offsets.backend import BackendRequest, StepwiseBackend, Timeouts
 from offsetd.offsets.registry import stepwise_backend_for
 from offsetd.offsets.snapshots import SnapshotStore
+from offsetd.retry import retry_call
 
-__all__ = ["Clients", "ClientsHost"]
+__all__ = ["Clients", "ClientsHost", "call_again"]
 
 log = logging.getLogger("offsetd.remediation")
+T = TypeVar("T")
 
 
 class ClientsHost(Protocol):
@@ -117,3 +120,18 @@ class Clients:
         finally:
             self._opened.pop(id(client), None)
             await raw.aclose()
+
+
+async def call_again(
+    what: str,
+    call: Callable[[], Awaitable[T]],
+    delays_s: Sequence[float],
+    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+) -> T:
+    """`call` (idempotent), tried again after each of `delays_s` when Connect did not answer,
+    was busy or failed on its side; any other error is raised at once, the last one too."""
+
+    def said(error: Exception, _attempt: int, delay: float) -> None:
+        log.warning("could not %s (%s); trying again in %g s", what, error, delay)
+
+    return await retry_call(call, delays_s, before_retry=said, sleep=sleep)

@@ -38,16 +38,15 @@ from offsetd.engine.decision import Firing
 from offsetd.errors import OffsetdError
 from offsetd.metrics.instruments import RemediationMetrics
 from offsetd.offsets.backend import StepwiseBackend
-from offsetd.offsets.model import ConnectorKind, next_offset_of
 from offsetd.offsets.registry import write_refusal_for
 from offsetd.offsets.snapshots import SnapshotStore
 from offsetd.remediation.actions import dispatch
 from offsetd.remediation.actions.base import ActionCall, Locator
 from offsetd.remediation.approvals import ApprovalWatch, PauseWatch
 from offsetd.remediation.audit_record import outcome_record
-from offsetd.remediation.clients import Clients
+from offsetd.remediation.breaker_trip import BreakerCheck, BreakerTrip
+from offsetd.remediation.clients import Clients, call_again
 from offsetd.remediation.control import ControlStore
-from offsetd.remediation.control_state import ControlState
 from offsetd.remediation.guard_inputs import GuardReads
 from offsetd.remediation.guards import (
     GuardContext,
@@ -55,7 +54,6 @@ from offsetd.remediation.guards import (
     Verdict,
     WritePermit,
     evaluate,
-    open_breaker_if_recent_skip,
 )
 from offsetd.remediation.notify import named_webhook, notify
 from offsetd.remediation.recent_ids import RecentIds
@@ -63,7 +61,6 @@ from offsetd.remediation.recovery import Recovery
 from offsetd.remediation.rewind import RewindRunner
 from offsetd.remediation.sagas import SagaStore
 from offsetd.remediation.skip import Quarantine
-from offsetd.retry import retry_call
 from offsetd.scope import scope_of
 
 __all__ = ["Remediator", "call_again"]
@@ -97,7 +94,7 @@ class Remediator:
     # told every outcome once it is audited (decision, outcome, the audit's extra fields): the
     # app hands it to the engine, which gives back the limits of a decision that did not run
     on_outcome: Callable[[Decision, str, dict[str, Any]], Awaitable[None]] | None = None
-    _queues: dict[str, asyncio.Queue[Decision | _BreakerCheck]] = field(default_factory=dict)
+    _queues: dict[str, asyncio.Queue[Decision | BreakerCheck]] = field(default_factory=dict)
     _workers: dict[str, asyncio.Task[None]] = field(default_factory=dict)
     _skip_pending: dict[str, asyncio.Event] = field(default_factory=dict)
     _breaker_checks: set[str] = field(default_factory=set)  # connectors with one queued
@@ -108,6 +105,7 @@ class Remediator:
     _recovery: Recovery = field(init=False)
     _reads: GuardReads = field(init=False)
     _clients: Clients = field(init=False)
+    _breaker: BreakerTrip = field(init=False)
     _background: list[asyncio.Task[None]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -115,6 +113,7 @@ class Remediator:
         self._recovery = Recovery(self)
         self._reads = GuardReads(self)
         self._clients = Clients(self)
+        self._breaker = BreakerTrip(self, self._reads)
 
     # -- what the handlers, recovery and guard reads use ----------------------------------------
 
@@ -175,25 +174,14 @@ class Remediator:
         queue, no read per frame in a DLQ storm), and at most one waits per connector.
         """
         failures = [d for d in decisions if d.from_failure]
-        if not failures:
+        owner = f"{failures[0].connect_cluster}/{failures[0].connector}" if failures else ""
+        if not failures or owner in self._breaker_checks:
             return
-        owner = f"{failures[0].connect_cluster}/{failures[0].connector}"
-        if owner in self._breaker_checks:
-            return
-        for decision in failures:
-            if owner in self._skip_pending or open_breaker_if_recent_skip(
-                self.control.state,
-                self.settings,
-                decision.connect_cluster,
-                decision.connector,
-                decision.decided_at_ms,
-                record=decision.record_text,
-            ):
-                self._breaker_checks.add(owner)
-                self._enqueue(_BreakerCheck(failures))
-                return
+        if owner in self._skip_pending or self._breaker.may_trip(failures):
+            self._breaker_checks.add(owner)
+            self._enqueue(BreakerCheck(failures))
 
-    def _enqueue(self, decision: Decision | _BreakerCheck) -> None:
+    def _enqueue(self, decision: Decision | BreakerCheck) -> None:
         owner = f"{decision.connect_cluster}/{decision.connector}"
         if (
             isinstance(decision, Decision)
@@ -245,17 +233,17 @@ class Remediator:
 
     # -- per connector --------------------------------------------------------------------------
 
-    async def _work(self, owner: str, queue: asyncio.Queue[Decision | _BreakerCheck]) -> None:
+    async def _work(self, owner: str, queue: asyncio.Queue[Decision | BreakerCheck]) -> None:
         while True:
             item = await queue.get()
             try:
-                if isinstance(item, _BreakerCheck):
+                if isinstance(item, BreakerCheck):
                     self._breaker_checks.discard(owner)
-                    await self._trip_breaker(item.failures)
+                    await self._breaker.trip(item.failures)
                 else:
                     await self.handle(item)
             except Exception as exc:  # one bad remediation must not stop the connector's queue
-                if isinstance(item, _BreakerCheck):
+                if isinstance(item, BreakerCheck):
                     log.exception("the breaker check of %s failed", item.connector)
                 else:
                     log.exception("remediation of %s failed unexpectedly", item.id)
@@ -269,7 +257,7 @@ class Remediator:
         cluster = self.connect.get(decision.connect_cluster)
         if decision.id in self._after_pause and cluster is not None:
             self._after_pause.discard(decision.id)
-            gone = await self._no_longer_failing(decision, cluster)
+            gone = await self._breaker.no_longer_failing(decision, cluster)
             if gone is not None:
                 await self.finish(decision, "not_needed", f"after the pause: {gone}", {})
                 return "not_needed"
@@ -286,7 +274,7 @@ class Remediator:
 
     async def _verdict(self, decision: Decision, cluster: ConnectCluster | None) -> Verdict:
         """Every guard's say, with what they read now (control topic, Connect, status topic)."""
-        state = await self._trip_breaker([decision])
+        state = await self._breaker.trip([decision])
         failing: int | None = 0
         failing_names: tuple[str, ...] = ()
         writes = decision.effects.writes
@@ -315,94 +303,6 @@ class Remediator:
                 connector_labels=meta.labels if meta else None,
             ),
         )
-
-    async def _no_longer_failing(self, decision: Decision, cluster: ConnectCluster) -> str | None:
-        """Why a decision a pause held no longer applies (None: it still does). A decision a
-        failure caused acts only while the connector or the task it names is still FAILED."""
-        if not decision.from_failure:
-            return None
-        try:
-            state = await self._reads.read(
-                cluster, "read status", lambda c: c.status(decision.connector)
-            )
-        except OffsetdError as exc:
-            return f"its status could not be read ({exc})"
-        task_id = decision.inputs.trigger.task_id
-        if state.state == "FAILED" or any(
-            t.state == "FAILED" and (task_id is None or t.id == task_id) for t in state.tasks
-        ):
-            return None
-        tasks = ", ".join(f"{t.id}={t.state}" for t in state.tasks) or "none"
-        return f"{decision.connector} is no longer failing (connector {state.state}, tasks {tasks})"
-
-    async def _trip_breaker(self, decisions: Sequence[Firing]) -> ControlState:
-        """Open the connector's breaker if one of these failures came soon after a skip and did
-        not move; the guard state as read now (and written, if it tripped).
-
-        A DLQ record carries the failing record's own timestamp, not the failure's, so its time
-        here is when it was decided; and since a DLQ record of the skipped failure itself may
-        be decided late, a trip is confirmed against the connector as it is now: a task FAILED
-        and the committed offset not past the record (`_failing_at`)."""
-        state = await self.control.acatch_up()
-        for decision in decisions:
-            trips = decision.from_failure and open_breaker_if_recent_skip(
-                state,
-                self.settings,
-                decision.connect_cluster,
-                decision.connector,
-                decision.decided_at_ms,
-                record=decision.record_text,
-                decision_id=decision.id,
-                by=self.owner,
-            )
-            if trips and not await self._failing_at(decision):
-                continue
-            if trips:
-                await self.control.awrite(trips)
-                metric = self.metrics.breaker_open.labels(
-                    decision.connect_cluster, decision.connector
-                )
-                metric.set(1)
-                log.warning("breaker of %s opened: %s", decision.connector, trips.value["why"])
-                return self.control.state
-        return state
-
-    async def _failing_at(self, decision: Firing) -> bool:
-        """Whether the connector fails at the decision's record now: a task FAILED, and its
-        committed offset on that partition not past the record (unreadable: True, the breaker
-        fails closed)."""
-        cluster = self.connect.get(decision.connect_cluster)
-        text = decision.record_text
-        if cluster is None or text is None:
-            return True
-        where, _, offset = text.rpartition("@")
-        topic, _, partition = where.rpartition("-")
-        deadline = time.monotonic() + _FAILED_SETTLE_S
-        try:
-            while True:  # Connect writes the DLQ record ~0.5 s before it reports FAILED
-                state = await self._reads.read(
-                    cluster, "read status", lambda c: c.status(decision.connector)
-                )
-                if any(t.state == "FAILED" for t in state.tasks):
-                    break
-                if time.monotonic() >= deadline:
-                    return False
-                await asyncio.sleep(0.2)
-            entries = await self._reads.read(
-                cluster, "read offsets", lambda c: c.offsets(decision.connector)
-            )
-        except OffsetdError as exc:
-            log.warning("could not tell where %s fails (%s)", decision.connector, exc)
-            return True
-        for entry in entries:
-            part = entry.partition
-            if (str(part.get("kafka_topic")), str(part.get("kafka_partition"))) == (
-                topic,
-                partition,
-            ):
-                committed = next_offset_of(ConnectorKind.SINK, entry.offset)
-                return committed is None or committed <= int(offset)
-        return True
 
     async def _held(self, decision: Decision, verdict: Verdict) -> None:
         """A decision the guards hold back: recorded (and its approval asked for), not run."""
@@ -489,36 +389,3 @@ class Remediator:
                 await self.on_outcome(decision, outcome, extra)
             except Exception:  # the outcome is audited; the engine's limits then just expire
                 log.exception("could not report the outcome of %s to the engine", decision.id)
-
-
-async def call_again(
-    what: str,
-    call: Callable[[], Awaitable[T]],
-    delays_s: Sequence[float],
-    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
-) -> T:
-    """`call` (idempotent), tried again after each of `delays_s` when Connect did not answer,
-    was busy or failed on its side; any other error is raised at once, the last one too."""
-
-    def said(error: Exception, _attempt: int, delay: float) -> None:
-        log.warning("could not %s (%s); trying again in %g s", what, error, delay)
-
-    return await retry_call(call, delays_s, before_retry=said, sleep=sleep)
-
-
-_FAILED_SETTLE_S = 10.0  # how long a DLQ record's FAILED status may take to show
-
-
-@dataclass(frozen=True)
-class _BreakerCheck:
-    """Suppressed failures of one connector that may open its breaker (`note_suppressed`)."""
-
-    failures: Sequence[Firing]
-
-    @property
-    def connect_cluster(self) -> str:
-        return self.failures[0].connect_cluster
-
-    @property
-    def connector(self) -> str:
-        return self.failures[0].connector

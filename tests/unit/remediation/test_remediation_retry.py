@@ -1,4 +1,4 @@
-"""executor.call_again: which Connect failures are asked again, and how often.
+"""clients.call_again: which Connect failures are asked again, and how often.
 
 The errors are made the way the Connect client makes them (`error_for_status`): what is asked
 again is decided by their typed mark, so these tests fail if the client marks them wrongly.
@@ -16,7 +16,7 @@ from offsetd.errors import (
     ConnectUnavailable,
     OffsetdError,
 )
-from offsetd.remediation.executor import call_again
+from offsetd.remediation.clients import call_again
 
 URL = "http://c:8083"
 
