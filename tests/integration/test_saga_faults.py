@@ -6,7 +6,7 @@ saga runs in this process through `build_remediator`, the code path `offsetd run
 metrics can be read from its registry. "Connect stops answering" is the worker's own JVM
 SIGSTOPped (its PID from the stack's process records) and SIGCONTed, always, in a `finally`.
 
-Policy under test (`offsetd/remediation/skip.py`): each step retries within
+Policy under test (`offsetd/remediation/skip/`): each step retries within
 `remediation.max_retries`; when the retries run out with nothing written, the connector is put
 back (outcome `failed`); when the offsets were written, it is left STOPPED
 (`offsetd_connector_left_stopped` = 1, snapshot `left-stopped`). Never STOPPED and silent.
