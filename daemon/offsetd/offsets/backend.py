@@ -18,7 +18,7 @@ are down, `offsetd.offsets.offline`; it has no steps, so it serves the CLI only)
 What a new backend implements. A backend that changes offsets through running workers
 implements four small parts and nothing else:
 
-- `OffsetsReader`: list offsets, and read back a written change;
+- `OffsetsReader`: read offsets now, list them, and read back a written change;
 - `OffsetsWriter`: write offsets (a patch, or None: delete them all);
 - `ConnectorMover`: ask for a state (STOPPED, PAUSED, RUNNING), restart, replace the config,
   say who restarts the connector on its own;
@@ -225,7 +225,17 @@ class OffsetsBackend(Protocol[PlanT, OutcomeT_co]):
 
 
 class OffsetsReader(Protocol):
-    """Where a backend reads offsets: listed for a command, read back after a write."""
+    """Where a backend reads offsets: now (the before-image), listed for a command, and read
+    back after a write."""
+
+    async def require_api(self) -> None:
+        """Raise when the cluster cannot change offsets this way at all (too old a Connect)."""
+        ...
+
+    async def offsets(self, connector: str) -> list[OffsetEntry]:
+        """The connector's offsets now, read plainly (a plan's before-image, its rebase at
+        rest, the check after a failed write)."""
+        ...
 
     async def list_offsets(self, connectors: Sequence[str]) -> dict[str, list[OffsetEntry]]:
         """Every named connector's offsets (no names: every connector)."""

@@ -41,6 +41,12 @@ class RestReader:
     def __init__(self, client: ConnectClient) -> None:
         self.client = client
 
+    async def require_api(self) -> None:
+        await self.client.require_offsets_api()
+
+    async def offsets(self, connector: str) -> list[OffsetEntry]:
+        return await self.client.offsets(connector)
+
     async def list_offsets(self, connectors: Sequence[str]) -> dict[str, list[OffsetEntry]]:
         await self.client.require_offsets_api()
         chosen = list(connectors) or await self.client.connector_names()

@@ -20,6 +20,7 @@ from offsetd.offsets.backend import (
     Refusal,
     StepwiseBackend,
 )
+from offsetd.offsets.managed.parts import managed_backend
 from offsetd.offsets.offline.backend import offline_backend
 from offsetd.offsets.operations import rest_backend
 from offsetd.offsets.strimzi.backend import strimzi_owner_check, strimzi_resources_backend
@@ -63,6 +64,7 @@ BACKENDS: dict[str, Registered] = {
     "offline": Registered(lambda r: offline_backend(r, strimzi_owner_check(r))),
     "strimzi": Registered.stepwise(strimzi_resources_backend),
     "strimzi-manual": Registered.stepwise(strimzi_backend, strimzi_refusal),
+    "managed": Registered.stepwise(managed_backend),  # a sketch: no config chooses it yet
 }
 
 

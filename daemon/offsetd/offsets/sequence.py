@@ -129,7 +129,7 @@ class ChangeSequence:
         info = await self.rest.info(connector)
         kind, _cls, _status = await self.describe(connector)
         location = resolve_location(connector, info.config, kind, self.worker, self.settings)
-        current = await self.rest.offsets(connector)
+        current = await self.parts.reader.offsets(connector)
         self.log(f"{connector}: offsets in {location.describe()}; target: {target.describe()}")
         patch = await target_patch(
             kind, info.config, location, current, target, selection, self.settings
@@ -198,8 +198,8 @@ class ChangeSequence:
                 f"{connector} is {status.state}: offsetd changes the offsets of RUNNING, PAUSED "
                 "or STOPPED connectors only, and touched nothing; fix or restart it first"
             )
-        await self.rest.require_offsets_api()
-        before = tuple(await self.rest.offsets(connector))
+        await self.parts.reader.require_api()
+        before = tuple(await self.parts.reader.offsets(connector))
         return Plan(
             connector,
             operation,
@@ -241,7 +241,7 @@ class ChangeSequence:
                 await self.request_state(plan.connector, "STOPPED")
             await self._wait_stopped(plan.connector)
             # A running connector moved on until it stopped: the undo image is the one at rest.
-            plan = rebased(plan, tuple(await self.rest.offsets(plan.connector)))
+            plan = rebased(plan, tuple(await self.parts.reader.offsets(plan.connector)))
             snapshot = replace(snapshot, status="stopped", before=plan.before, after=plan.after)
             await self._record(snapshot)
         except OffsetdError as exc:  # nothing was written yet
@@ -297,7 +297,7 @@ class ChangeSequence:
             self.log(f"stopping {plan.connector}")
             await self.request_state(plan.connector, "STOPPED")
         await self._wait_stopped(plan.connector)
-        plan = rebased(plan, tuple(await self.rest.offsets(plan.connector)))
+        plan = rebased(plan, tuple(await self.parts.reader.offsets(plan.connector)))
         snapshot = replace(snapshot, status="stopped", before=plan.before, after=plan.after)
         await self._record(snapshot)
         return plan, snapshot
@@ -387,7 +387,7 @@ class ChangeSequence:
     ) -> OffsetdError:
         """A refused or timed-out write may still have happened: look before saying so."""
         try:
-            now = tuple(await self.rest.offsets(plan.connector))
+            now = tuple(await self.parts.reader.offsets(plan.connector))
         except OffsetdError:
             now = None
         if now is not None and same_offsets(now, plan.before):
@@ -418,7 +418,7 @@ class ChangeSequence:
         pending = set(expected)
 
         async def progressed() -> bool:
-            now = as_map(await self.rest.offsets(plan.connector))
+            now = as_map(await self.parts.reader.offsets(plan.connector))
             for key in list(pending):
                 seen, wanted = now.get(key), expected[key]
                 if seen is None:

@@ -58,6 +58,14 @@ class StrimziReader:
         self.client = client
         self.rest = RestReader(client)
 
+    async def require_api(self) -> None:
+        await self.rest.require_api()
+
+    async def offsets(self, connector: str) -> list[OffsetEntry]:
+        """Through REST: Connect reports the offsets Strimzi would list, without a round of
+        annotations (the before-image needs no operator)."""
+        return await self.rest.offsets(connector)
+
     async def list_offsets(self, connectors: Sequence[str]) -> dict[str, list[OffsetEntry]]:
         """Through each connector's resource; a connector no resource describes through REST."""
         if await self.site.managed_by() is None:
