@@ -453,25 +453,43 @@ def test_one_alter_locates_its_connector_once(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """One `offsets alter` asks the Kubernetes API for its resources: the KafkaConnect once,
-    the KafkaConnector once (at plan time, then carried), and once per poll while the operator
-    acts on an annotation — never again in each step."""
+    the KafkaConnector once (at plan time, then carried through every step), and once per poll
+    while the operator acts on an annotation (the write, the read-back). Before the resource
+    was carried, each step located it again: 1 list + 10 gets for this alter, 6 outside the
+    polls; now 1 list + 5 gets, 1 outside them."""
     ns = strimzi_ns(interval_s=2.0)
     name, _topic = _file_source(ns, west, tmp_path, connect)
-    reads: list[tuple[str, str]] = []
-    get, list_ = KubeApi.get, KubeApi.list
+    reads: list[tuple[str, str, bool]] = []  # verb, kind, while waiting for the operator
+    polling = [False]
+    get, list_, wait = KubeApi.get, KubeApi.list, StrimziSite.await_operator
 
     async def counted_get(self: KubeApi, kind: Any, found: str) -> dict[str, Any]:
-        reads.append(("get", kind))
+        reads.append(("get", kind, polling[0]))
         return await get(self, kind, found)
 
     async def counted_list(self: KubeApi, kind: Any) -> list[dict[str, Any]]:
-        reads.append(("list", kind))
+        reads.append(("list", kind, polling[0]))
         return await list_(self, kind)
+
+    async def marked_wait(self: StrimziSite, *args: Any) -> None:
+        polling[0] = True
+        try:
+            await wait(self, *args)
+        finally:
+            polling[0] = False
 
     monkeypatch.setattr(KubeApi, "get", counted_get)
     monkeypatch.setattr(KubeApi, "list", counted_list)
+    monkeypatch.setattr(StrimziSite, "await_operator", marked_wait)
     doc = {"offsets": [{"partition": {"filename": str(tmp_path / f"{name}.txt")},
                         "offset": {"position": 10}}]}  # fmt: skip
     altered = offsetd(ns.config, "offsets", "alter", name, "--file", "-", input=json.dumps(doc))
     assert altered.exit_code == 0, altered.output + altered.stderr
     print(f"kube reads for one alter: {len(reads)}: {reads}")
+    assert [(verb, kind) for verb, kind, poll in reads if not poll] == [
+        ("list", "KafkaConnect"),
+        ("get", "KafkaConnector"),
+    ]
+    polls = [r for r in reads if r[2]]
+    assert len(polls) >= 2  # the write's annotation and the read-back's, each at least once
+    assert {(verb, kind) for verb, kind, _ in polls} == {("get", "KafkaConnector")}

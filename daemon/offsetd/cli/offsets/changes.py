@@ -8,8 +8,7 @@ verification offline) is refused before anything is read.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import click
@@ -32,10 +31,11 @@ from offsetd.offsets.backend import Feature, OfflineOptions, OffsetsBackend, Ste
 from offsetd.offsets.change import Outcome, Plan
 from offsetd.offsets.model import ConnectorKind, OffsetEntry
 from offsetd.offsets.retarget import Selection
+from offsetd.offsets.skip_first import quarantine_first
 from offsetd.offsets.targets import Target as OffsetTarget
 from offsetd.offsets.targets import TargetKind, parse_timestamp
-from offsetd.remediation.quarantine import QuarantineFailed
 from offsetd.remediation.skiprun import (
+    RunCopier,
     SkipRunJob,
     check_positions,
     copier_for,
@@ -260,37 +260,33 @@ def _skip_run_job(source: Any) -> SkipRunJob | None:
     return skip_run_job_of_file(name)
 
 
+class _SkipRunQuarantine:
+    """The daemon's quarantine copier for a skip-run plan's runs (`offsets.skip_first`)."""
+
+    def __init__(self, target: Target, job: SkipRunJob) -> None:
+        self.target = target
+        self.job = job
+        self.copier: RunCopier | None = None
+
+    def check(self, before: Sequence[OffsetEntry]) -> None:
+        check_positions(self.job, before)
+
+    async def prepare(self) -> str:
+        target, job = self.target, self.job
+        self.copier, where = await copier_for(
+            target.settings, target.client, target.worker, job.connector, job.kind
+        )
+        return where
+
+    async def copy(self) -> str:
+        assert self.copier is not None, "prepare() first"
+        context = quarantine_context(self.job, self.target.name)
+        return (await asyncio.to_thread(self.copier.copy, self.job, context)).describe()
+
+
 async def _quarantine_first(target: Target, job: SkipRunJob, plan: Plan, dry_run: bool) -> Plan:
-    """Copy every record of the plan's skipped runs to quarantine (or, dry: say what would be);
-    raises, with nothing patched, if any copy fails. Returns the plan with notes about it."""
-    if plan.kind is not job.kind:
-        raise InvalidDocument(
-            f"the skip-run plan was computed for a {job.kind} connector, but {job.connector} is "
-            f"a {plan.kind} connector now: not applied"
-        )
-    check_positions(job, plan.before)
-    copier, where = await copier_for(
-        target.settings, target.client, target.worker, job.connector, job.kind
-    )
-    runs = [f"skip-run: {line}" for line in job.describe()]
-    if dry_run:
-        head = (
-            f"skip-run: would first copy {job.records:,} records of {len(job.runs)} runs to "
-            f"{where} (key {job.key}); nothing is patched unless every copy is acknowledged"
-        )
-        return dataclasses.replace(plan, notes=(*plan.notes, head, *runs))
-    say(f"skip-run: copying {job.records:,} records of {len(job.runs)} runs to {where} first")
-    context = quarantine_context(job, target.name)
-    try:
-        result = await asyncio.to_thread(copier.copy, job, context)
-    except QuarantineFailed as exc:
-        raise QuarantineFailed(
-            f"the skipped runs of {job.connector} were not all quarantined ({exc}): nothing was "
-            "patched; run the import again once that is fixed (copies made are not repeated)"
-        ) from None
-    say(f"skip-run: {result.describe()}")
-    head = f"skip-run: {result.describe()} before the patch (key {job.key})"
-    return dataclasses.replace(plan, notes=(*plan.notes, head, *runs))
+    quarantine = _SkipRunQuarantine(target, job)
+    return await quarantine_first(plan, job, quarantine, dry_run=dry_run, log=say)
 
 
 @click.command()
