@@ -40,7 +40,13 @@ LANE_PORT_SPAN = 1_000
 # group -> its modules, in the order the groups are handed out (longest first: tests/README.md)
 GROUPS: dict[str, tuple[str, ...]] = {
     # one kube-apiserver pair (v1, v1beta2) for all, and its first use may wait for its build
-    "kube": ("test_strimzi_skip", "test_helm_chart", "test_strimzi_daemon", "test_strimzi"),
+    "kube": (
+        "test_strimzi_skip",
+        "test_helm_chart",
+        "test_strimzi_daemon",
+        "test_strimzi",
+        "test_scale_tasks_strimzi",
+    ),
     # timing assertions that must not meet each other: restart gaps, lag cycles and the one-shot
     # command, crash recovery times, the storm's latency
     "timing": (
