@@ -5,8 +5,8 @@ GROUP_AUTHORIZATION_FAILED, ...): the request's own resource names are not in it
 librdkafka words it "Broker: Topic authorization failed". The call site knows what it asked
 for, so it names the operation and the resources it touched, and `denied` turns the code into
 `KafkaAccessDenied` (exit 58): the principal, the operation, the resource and the bootstrap
-servers — the ACL to grant, as the README's least-privilege table lists it. Never a secret:
-only `sasl.username` and `bootstrap.servers` are read from the client settings.
+servers — the ACL to grant, as the least-privilege table in docs/security.md lists it. Never a
+secret: only `sasl.username` and `bootstrap.servers` are read from the client settings.
 """
 
 from __future__ import annotations
@@ -102,8 +102,8 @@ def denied(
     what = " and ".join(needs) or _plain(resource)
     return KafkaAccessDenied(
         f"{DENIED}{principal(conf)} needs {what} on Kafka at "
-        f"{conf.get('bootstrap.servers', '?')} (no ACL allows it; see the README's "
-        "least-privilege table)"
+        f"{conf.get('bootstrap.servers', '?')} (no ACL allows it; see the "
+        "least-privilege table in docs/security.md)"
     )
 
 

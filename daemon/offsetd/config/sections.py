@@ -63,7 +63,7 @@ class DaemonSettings(ConfigModel):
     # broker_rebalance_timeout). A worker that ends without leaving the group (SIGKILL, OOM
     # kill, a lost host) keeps its partitions until `group_session_timeout` passes without its
     # heartbeat: until then nothing is decided for its connectors, a restarted worker included.
-    # A saga it left unfinished does not wait when it restarts in place (README: "After a
+    # A saga it left unfinished does not wait when it restarts in place (docs/daemon.md: "After a
     # crash"). Shorter: faster takeover after a lost host, more rebalances on a slow network
     # or a busy event loop. Kafka brokers accept 6s to 30m by default.
     group_session_timeout: Annotated[Duration, Field(ge=6_000, le=1_800_000)] = 60_000
@@ -207,7 +207,7 @@ class LagSettings(ConfigModel):
 
 
 class ProgressSettings(ConfigModel):
-    """Progress read from Kafka, for failures Connect's status does not show (README
+    """Progress read from Kafka, for failures Connect's status does not show (docs/lag.md
     "Stuck connectors"): a sink's commits against its log ends, MM2 flows' statuses.
 
     Collected with MM2 lag, every `lag.interval`, by the same single worker. `stall_after`: how

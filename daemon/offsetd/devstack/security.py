@@ -8,7 +8,8 @@
   the super users are the broker and the stack's own `admin`, nobody else.
 - Connect (`connect`) and MirrorMaker 2 (`mm2`) are ordinary principals with ACLs of their own,
   broad on purpose (every topic and group): they are the stack's workload, not what is proven.
-  offsetd's principal (`offsetd`) gets exactly the ACLs the README's least-privilege table lists.
+  offsetd's principal (`offsetd`) gets exactly the ACLs the least-privilege table in
+  docs/security.md lists.
 - Connect's REST API listens on HTTPS with Kafka's `BasicAuthSecurityRestExtension`, reading
   users from a property file through JAAS.
 
@@ -251,9 +252,9 @@ def _workload(principal: str) -> list[Acl]:
     ]
 
 
-# offsetd's ACLs: the README's least-privilege table ("Least privilege"), each one needed by a
-# feature (tests/integration/test_least_privilege.py removes each in turn). READ, WRITE and
-# DELETE imply DESCRIBE, so no DESCRIBE is granted where one of them is.
+# offsetd's ACLs: the least-privilege table (docs/security.md, "Least privilege"), each one
+# needed by a feature (tests/integration/test_least_privilege.py removes each in turn). READ,
+# WRITE and DELETE imply DESCRIBE, so no DESCRIBE is granted where one of them is.
 OFFSETD_ACLS = [
     # every reader: Connect's status, config and offsets topics, DLQs, the records a rule checks
     # or quarantines, MM2's offset syncs and checkpoints, the topics a rewind plan scans

@@ -6,7 +6,7 @@ sink's committed offsets against its log ends, MM2's flow statuses, which tasks 
 and `ProgressTracker.observe` turns each cycle of it into a state per task, and the changes into
 `ProgressReport`s the daemon sends to each connector's owner as progress events.
 
-The states (README "Stuck connectors" has the timings and why):
+The states (docs/lag.md, "Stuck connectors", has the timings and why):
 
 - `stalled`: the connector and the task RUNNING, records waiting on the task's partitions, and
   no committed offset of them moved for `stall_after` — counted from the last move, or from when
