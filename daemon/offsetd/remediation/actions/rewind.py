@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import logging
+from typing import Self
+
+from pydantic import model_validator
 
 from offsetd.engine import Decision
 from offsetd.remediation.actions.base import ActionCall, PlannedSpec, Result, Services
@@ -16,6 +19,14 @@ log = logging.getLogger("offsetd.remediation")
 
 class RewindSpec(Rewind, PlannedSpec):
     to_timestamp_ms: int | None = None  # to_timestamp in epoch ms, as the engine planned it
+
+    @model_validator(mode="after")
+    def _one_target(self) -> Self:
+        """As planned, the time is `to_timestamp_ms` (the rule's `to_timestamp` resolved by the
+        engine): exactly one of it and `plan_file` (this replaces the rule model's check)."""
+        if (self.to_timestamp_ms is None) == (self.plan_file is None):
+            raise ValueError("give exactly one of to_timestamp_ms or plan_file")
+        return self
 
 
 async def rewind(services: Services, call: ActionCall, spec: RewindSpec) -> Result:
