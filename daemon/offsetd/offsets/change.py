@@ -1,6 +1,7 @@
-"""A change of a connector's offsets, as the `rest` backend plans and reports it.
+"""A change of a connector's offsets, as the backends that work through the workers plan and
+report it.
 
-`Plan` is what `--dry-run` prints and `OffsetsService.execute` carries out: the before-image,
+`Plan` is what `--dry-run` prints and `ChangeSequence.execute` carries out: the before-image,
 the patch (or a reset), the after-image and the notes a reader needs (the MirrorSourceConnector
 off-by-one, the offset-syncs topic left alone, a sink reset's restart point). `Outcome` is what
 was done. The helpers compare what was written with what Connect reports back.
@@ -48,7 +49,7 @@ MM2_OFFSET_SYNCS_NOTE = (
 
 @dataclass(frozen=True)
 class Plan:
-    """What a change will do; printed by --dry-run, executed by `OffsetsService.execute`."""
+    """What a change will do; printed by --dry-run, executed by `ChangeSequence.execute`."""
 
     connector: str
     operation: str  # alter | reset | undo

@@ -359,7 +359,7 @@ def load_plan(path: Path | str) -> RewindPlan:
     """Read a plan written by `offsetd rewind plan`: validated entries and the summary.
 
     For the daemon's `rewind` action: the entries go to the offsets toolkit as a patch
-    (`OffsetsService.plan_alter`); the summary says what was scanned and why.
+    (`StepwiseBackend.plan_alter`); the summary says what was scanned and why.
     """
     path = Path(path)
     side = summary_path(path)
