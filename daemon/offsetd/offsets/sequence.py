@@ -47,6 +47,7 @@ from offsetd.offsets.change import (
     warnings_of,
 )
 from offsetd.offsets.location import WorkerView, resolve_location
+from offsetd.offsets.mm2_progress import replicating_again
 from offsetd.offsets.model import (
     ConnectorKind,
     OffsetEntry,
@@ -236,14 +237,7 @@ class ChangeSequence:
     async def _change(self, plan: Plan, snapshot: Snapshot) -> Outcome:
         sid = snapshot.id
         try:
-            if plan.prior_state != "STOPPED":
-                self.log(f"stopping {plan.connector}")
-                await self.request_state(plan.connector, "STOPPED")
-            await self._wait_stopped(plan.connector)
-            # A running connector moved on until it stopped: the undo image is the one at rest.
-            plan = rebased(plan, tuple(await self.parts.reader.offsets(plan.connector)))
-            snapshot = replace(snapshot, status="stopped", before=plan.before, after=plan.after)
-            await self._record(snapshot)
+            plan, snapshot = await self._stopped(plan, snapshot, stop=plan.prior_state != "STOPPED")
         except OffsetdError as exc:  # nothing was written yet
             restored = await self._restore_quietly(plan)
             await self._record(replace(snapshot, status="failed", message=str(exc)))
@@ -293,10 +287,17 @@ class ChangeSequence:
 
     async def stop_and_wait(self, plan: Plan, snapshot: Snapshot) -> tuple[Plan, Snapshot]:
         """Stop (unless already STOPPED), wait for STOPPED with no tasks, rebase the images."""
-        if (await self.rest.status(plan.connector)).state != "STOPPED":
+        stop = (await self.rest.status(plan.connector)).state != "STOPPED"
+        return await self._stopped(plan, snapshot, stop=stop)
+
+    async def _stopped(
+        self, plan: Plan, snapshot: Snapshot, *, stop: bool
+    ) -> tuple[Plan, Snapshot]:
+        if stop:
             self.log(f"stopping {plan.connector}")
             await self.request_state(plan.connector, "STOPPED")
         await self._wait_stopped(plan.connector)
+        # A running connector moved on until it stopped: the undo image is the one at rest.
         plan = rebased(plan, tuple(await self.parts.reader.offsets(plan.connector)))
         snapshot = replace(snapshot, status="stopped", before=plan.before, after=plan.after)
         await self._record(snapshot)
@@ -406,40 +407,8 @@ class ChangeSequence:
         return ChangeIncomplete(text)
 
     async def verify_replicating(self, outcome: Outcome) -> None:
-        """After an MM2 reset or rewind: every touched partition shows progress again.
-
-        A reset partition must reappear (MM2 wrote a new offset for it); a moved one must show
-        an offset at or past where it was set. A partition whose source log holds nothing new
-        cannot show progress, so only partitions present before the change are waited for.
-        """
-        plan = outcome.plan
-        touched = plan.before if plan.patch is None else (plan.writes or ())
-        expected = {e.key: e for e in touched}
-        pending = set(expected)
-
-        async def progressed() -> bool:
-            now = as_map(await self.parts.reader.offsets(plan.connector))
-            for key in list(pending):
-                seen, wanted = now.get(key), expected[key]
-                if seen is None:
-                    continue
-                floor = (
-                    -1 if plan.patch is None or wanted.offset is None else wanted.offset["offset"]
-                )
-                if int(seen.offset["offset"]) >= int(floor):  # type: ignore[index, arg-type]
-                    pending.discard(key)
-            return not pending
-
-        deadline = time.monotonic() + self.timeouts.resume_s
-        while not await progressed():
-            if time.monotonic() >= deadline:
-                raise ChangeIncomplete(
-                    f"{plan.connector} is RUNNING but shows no replication progress within "
-                    f"{self.timeouts.resume_s:g} s on {len(pending)} partitions "
-                    f"(e.g. {sorted(pending)[0]}); snapshot {outcome.snapshot_id}"
-                )
-            await asyncio.sleep(self.timeouts.poll_s)
-        self.log(f"{plan.connector} replicates again on all {len(expected)} touched partitions")
+        """After an MM2 reset or rewind: every touched partition shows progress again."""
+        await replicating_again(self.parts.reader, outcome, self.timeouts, self.log)
 
     async def _recheck(self, plan: Plan) -> None:
         """Right before acting: the connector is still in the state the plan was made for."""
