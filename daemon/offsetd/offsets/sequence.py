@@ -9,6 +9,10 @@ A FAILED or UNASSIGNED connector is refused before anything is touched. After an
 the stop step the connector is put back as it was, or left STOPPED with a message that says so
 and gives the undo id: never half-done and silent.
 
+Why one module: the sequence is one concern that must be read whole — each step's failure path
+(put back quietly, left STOPPED with the undo id, a refused write read back before "unchanged")
+names the steps before and after it, and the daemon's sagas call the same steps one by one.
+
 `ChangeSequence` is every backend that works through running workers (`rest`, `strimzi`,
 `strimzi-manual`): the sequence is written once, here; how a backend reads, writes and moves a
 connector are its `Parts`. Reads of status, info and config go to Connect's REST API; `client`
