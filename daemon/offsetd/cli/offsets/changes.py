@@ -191,7 +191,9 @@ def alter(
             raw = documents.parse_document(file_.read(), connector=connector)
             plan = await backend.plan_document(connector, raw[connector])
         if job is not None:
-            plan = await _quarantine_first(target, job, plan, dry_run)
+            plan = await quarantine_first(
+                plan, job, _SkipRunQuarantine(target, job), dry_run=dry_run, log=say
+            )
         return plan
 
     results = with_client(target, lambda: _plan_and_run(backend, [make_plan], dry_run))
@@ -239,7 +241,8 @@ def import_(
         for name, make in await validated():
             plan = await make()
             if job is not None and name == job.connector:
-                plan = await _quarantine_first(target, job, plan, dry_run)
+                quarantine = _SkipRunQuarantine(target, job)
+                plan = await quarantine_first(plan, job, quarantine, dry_run=dry_run, log=say)
             results.append(plan if dry_run else await service.apply(plan))
         return results
 
@@ -282,11 +285,6 @@ class _SkipRunQuarantine:
         assert self.copier is not None, "prepare() first"
         context = quarantine_context(self.job, self.target.name)
         return (await asyncio.to_thread(self.copier.copy, self.job, context)).describe()
-
-
-async def _quarantine_first(target: Target, job: SkipRunJob, plan: Plan, dry_run: bool) -> Plan:
-    quarantine = _SkipRunQuarantine(target, job)
-    return await quarantine_first(plan, job, quarantine, dry_run=dry_run, log=say)
 
 
 @click.command()
