@@ -27,7 +27,7 @@ sends while a stopped sink's consumers linger:
   while they are the before-image or the target (then it returns Connect's message, which says
   whether only the framework-managed offsets changed).
 
-When the retries run out, the policy is the README's: nothing written (the offsets read back as
+When the retries run out, the policy is docs/guards.md's: nothing written (the offsets read back as
 the before-image) -> the connector is put back to its prior state, outcome `failed`; written, or
 not known -> it is left STOPPED (`left_stopped`: audit, critical notification,
 `offsetd_connector_left_stopped` = 1, the undo id in the message). A connector whose task fails

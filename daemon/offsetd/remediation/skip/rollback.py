@@ -1,6 +1,6 @@
 """The skip saga's way back when a step fails after the connector was stopped.
 
-The README's policy, in one place: nothing written -> put the connector back to its prior state
+docs/guards.md's policy, in one place: nothing written -> put the connector back to its prior state
 (`rollback`, outcome `failed`); written, or not known -> leave it STOPPED (`left_stopped`:
 the outcome recorded on the snapshot, the undo id in the message). A connector whose task fails
 again on the unskipped record after being put back *is* back in its prior state (RUNNING with a
