@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from offsetd.connect.client import ConnectClient, ConnectorState
-from offsetd.offsets.backend import BackendRequest, Parts, Refusal, StepwiseBackend
+from offsetd.offsets.backend import BackendRequest, Parts, Refusal
 from offsetd.offsets.change import Plan
 from offsetd.offsets.model import OffsetEntry
 from offsetd.offsets.sequence import CHANGEABLE_STATES, UNDOABLE_STATUSES, ChangeSequence
@@ -21,7 +21,6 @@ from offsetd.offsets.sequence import CHANGEABLE_STATES, UNDOABLE_STATUSES, Chang
 __all__ = [
     "CHANGEABLE_STATES",
     "UNDOABLE_STATUSES",
-    "OffsetsService",
     "RestMover",
     "RestReader",
     "RestRoute",
@@ -29,10 +28,6 @@ __all__ = [
     "rest_backend",
     "rest_parts",
 ]
-
-# The stepwise backend protocol under the name the daemon's sagas know it by (to be renamed
-# `StepwiseBackend` at their call sites).
-OffsetsService = StepwiseBackend
 
 
 class RestReader:

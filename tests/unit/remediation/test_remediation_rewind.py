@@ -12,9 +12,9 @@ import pytest
 from offsetd.config import Settings
 from offsetd.engine import Decision
 from offsetd.errors import InvalidDocument
+from offsetd.offsets.backend import StepwiseBackend
 from offsetd.offsets.change import Plan
 from offsetd.offsets.model import ConnectorKind, OffsetEntry, sink_partition
-from offsetd.offsets.operations import OffsetsService
 from offsetd.offsets.rewind_plan import (
     PLAN_FORMAT,
     Mode,
@@ -215,7 +215,7 @@ def test_a_connector_that_was_stopped_before_the_rewind_stays_stopped() -> None:
 
 
 class _FakeService:
-    """Just enough of OffsetsService for `RewindRunner.run` to plan; any change is recorded."""
+    """Just enough of StepwiseBackend for `RewindRunner.run` to plan; any change is recorded."""
 
     connect_cluster = "local"
 
@@ -288,7 +288,7 @@ def _apply_plan(copier: _Copier, service: _FakeService, path: Path) -> RewindRes
     """The rule action rewind with `plan_file`, as the executor runs it."""
     return asyncio.run(
         _Runner(copier).run(
-            cast(OffsetsService, service),
+            cast(StepwiseBackend, service),
             cast(SagaStore, None),
             _decision(),
             {"plan_file": str(path)},

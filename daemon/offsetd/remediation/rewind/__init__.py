@@ -3,12 +3,12 @@
 The target is resolved by the offsets toolkit, never here: a time by one batched ListOffsets
 (`offsetd.offsets.retarget.target_patch`, exactly what `offsetd offsets alter --to-timestamp`
 does), a plan file by `offsetd.offsets.rewind_plan.load_plan` (what `offsetd rewind plan`
-wrote, its hash checked). The change itself goes through `OffsetsService`'s steps — snapshot
+wrote, its hash checked). The change itself goes through `StepwiseBackend`'s steps — snapshot
 (the undo id), stop, wait STOPPED with no tasks, write, read back, restore the prior state —
 the same steps the skip saga uses, so `offsetd offsets undo <id>` works for a rewind like
 for any change.
 
-Why not `OffsetsService.execute` in one go: a PATCH reply that only the framework-managed
+Why not `StepwiseBackend.execute` in one go: a PATCH reply that only the framework-managed
 offsets changed must leave the connector STOPPED (the rewind is unverified), and `execute`
 would resume it. And why a saga record: a daemon killed between the stop and the resume must
 not leave the connector STOPPED without anyone knowing. Progress goes to the sagas topic

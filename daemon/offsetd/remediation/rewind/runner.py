@@ -19,10 +19,10 @@ from typing import Any
 from offsetd.config import Settings
 from offsetd.engine import Decision
 from offsetd.errors import OffsetdError
+from offsetd.offsets.backend import StepwiseBackend
 from offsetd.offsets.change import Plan
 from offsetd.offsets.location import resolve_location, worker_view
 from offsetd.offsets.model import ConnectorKind, OffsetEntry, same_offsets
-from offsetd.offsets.operations import OffsetsService
 from offsetd.offsets.retarget import Selection, target_patch
 from offsetd.offsets.rewind_plan import load_plan  # plain JSON: reading a plan needs no pyspark
 from offsetd.offsets.targets import Target, TargetKind
@@ -46,7 +46,7 @@ log = logging.getLogger("offsetd.remediation")
 
 
 class RewindRunner:
-    """Resolves a rewind decision's target and applies it through `OffsetsService`, durably."""
+    """Resolves a rewind decision's target and applies it through `StepwiseBackend`, durably."""
 
     def __init__(
         self,
@@ -60,14 +60,14 @@ class RewindRunner:
         self.now_ms = now_ms
 
     async def patch_for(
-        self, service: OffsetsService, connector: str, spec: RewindSpec
+        self, service: StepwiseBackend, connector: str, spec: RewindSpec
     ) -> list[OffsetEntry]:
         """The entries to write: from the plan file, or the time resolved by ListOffsets."""
         patch, _job = await self.target_for(service, connector, spec)
         return patch
 
     async def target_for(
-        self, service: OffsetsService, connector: str, spec: RewindSpec
+        self, service: StepwiseBackend, connector: str, spec: RewindSpec
     ) -> tuple[list[OffsetEntry], SkipRunJob | None]:
         """The entries to write, and for a skip-run plan the runs to quarantine first."""
         kind, _cls, _status = await service.describe(connector)
@@ -99,14 +99,14 @@ class RewindRunner:
         return patch, None
 
     async def copier(
-        self, service: OffsetsService, connector: str, kind: ConnectorKind
+        self, service: StepwiseBackend, connector: str, kind: ConnectorKind
     ) -> tuple[RunCopier, str]:
         """Where a skip-run's records are copied: the skip saga's quarantine topic."""
         worker = worker_view(self.settings, service.connect_cluster)
         return await copier_for(self.settings, service.client, worker, connector, kind)
 
     async def quarantine_runs(
-        self, service: OffsetsService, job: SkipRunJob, plan: Plan, decision_id: str
+        self, service: StepwiseBackend, job: SkipRunJob, plan: Plan, decision_id: str
     ) -> CopyResult:
         """Copy every record of a skip-run plan's runs to quarantine, before anything else is
         touched; raises (QuarantineFailed, InvalidDocument) when that cannot be done whole."""
@@ -118,7 +118,7 @@ class RewindRunner:
 
     async def run(
         self,
-        service: OffsetsService,
+        service: StepwiseBackend,
         store: SagaStore,
         decision: Decision,
         params: Mapping[str, Any],
@@ -178,7 +178,7 @@ class RewindRunner:
         return replace(result, extra={**result.extra, **quarantined}) if quarantined else result
 
     async def recover(
-        self, service: OffsetsService, store: SagaStore, record: SagaRecord
+        self, service: StepwiseBackend, store: SagaStore, record: SagaRecord
     ) -> RewindResult:
         """Finish a rewind an earlier life of the daemon started (see `recovery_step`)."""
         taken = await store.put(replace(record, epoch=record.epoch + 1, owner=self.owner))

@@ -1,7 +1,7 @@
 """A rewind's durable run: snapshot, stop, write, read back, resume, each recorded on the sagas
 topic before the next, with the crash points (`offsetd.remediation.faults`) between them.
 
-Why not `OffsetsService.execute` in one go: a PATCH reply that only the framework-managed
+Why not `StepwiseBackend.execute` in one go: a PATCH reply that only the framework-managed
 offsets changed must leave the connector STOPPED (the rewind is unverified), and `execute`
 would resume it. And why a saga record: a daemon killed between the stop and the resume must
 not leave the connector STOPPED without anyone knowing; its recovery is `rewind.recovery`.
@@ -16,9 +16,9 @@ from typing import Any, Literal
 
 from offsetd.connect.client import FRAMEWORK_ONLY_PREFIX
 from offsetd.errors import ChangeIncomplete, OffsetdError
+from offsetd.offsets.backend import StepwiseBackend
 from offsetd.offsets.change import Outcome, Plan
 from offsetd.offsets.model import ConnectorKind, OffsetEntry
-from offsetd.offsets.operations import OffsetsService
 from offsetd.offsets.snapshots import Snapshot
 from offsetd.remediation import faults
 from offsetd.remediation.sagas import SagaRecord, SagaStore, Status
@@ -54,7 +54,7 @@ class RewindSaga:
     def __init__(
         self,
         now_ms: Callable[[], int],
-        service: OffsetsService,
+        service: StepwiseBackend,
         store: SagaStore,
         record: SagaRecord,
         target: str,
@@ -191,7 +191,7 @@ class RewindSaga:
         return RewindResult(outcome, message, extra, status == "left_stopped", stopped_s)
 
 
-async def put_back(service: OffsetsService, plan: Plan) -> str:
+async def put_back(service: StepwiseBackend, plan: Plan) -> str:
     try:
         return f"{plan.connector} is {await service.restore_state(plan)} again"
     except OffsetdError as exc:

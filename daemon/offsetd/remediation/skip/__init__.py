@@ -12,7 +12,7 @@ as done and repeats nothing that matters twice:
 - patch: after a crash the offsets are read first — already the target: done; still the
   before-image: write again; anything else: leave the connector STOPPED and escalate.
 
-The offsets move only through `OffsetsService` (the toolkit's safe sequence, step by step, and
+The offsets move only through `StepwiseBackend` (the toolkit's safe sequence, step by step, and
 its client for the PATCH), so snapshots and undo work exactly as for `offsetd offsets alter`.
 
 When Connect misbehaves mid-saga, every call is retried within `remediation.max_retries` per step

@@ -14,8 +14,8 @@ from typing import Any, Protocol
 
 from offsetd.connect.client import ConnectClient
 from offsetd.errors import OffsetdError
+from offsetd.offsets.backend import StepwiseBackend
 from offsetd.offsets.model import OffsetEntry
-from offsetd.offsets.operations import OffsetsService
 from offsetd.remediation.sagas import SagaRecord, SagaStore, Status
 
 __all__ = [
@@ -63,7 +63,7 @@ class SkipContext:
     """What the saga needs besides its record: clients, stores and the error to quarantine with."""
 
     client: ConnectClient
-    offsets: OffsetsService
+    offsets: StepwiseBackend
     store: SagaStore
     quarantine: Quarantine
     timings: SkipTimings

@@ -58,12 +58,12 @@ async def _write(state: SkipState, plan: Plan, snapshot: Snapshot) -> str:
     """PATCH the plan's offsets; returns Connect's message. Retried within limits (see the
     module's docstring); raises `Escalate` when it cannot be done."""
     assert plan.patch is not None
-    client, timings = state.ctx.offsets.client, state.ctx.timings
+    offsets, timings = state.ctx.offsets, state.ctx.timings
     delay = timings.retry_first_s
     error: OffsetdError | None = None
     for attempt in range(timings.max_retries + 1):
         try:
-            return await client.patch_offsets(plan.connector, list(plan.patch))
+            return await offsets.write_offsets(plan.connector, list(plan.patch))
         except OffsetdError as exc:
             error = exc
         # Refused, or the answer was lost: look before doing anything else.

@@ -1,5 +1,5 @@
 """Step 3, snapshot: the offsets to write (N+1 on the record's partition, in the connector
-kind's own terms) planned through `OffsetsService`, and the undo image saved before any stop.
+kind's own terms) planned through `StepwiseBackend`, and the undo image saved before any stop.
 
 Only sink connectors and MirrorSourceConnector are skipped; any other kind aborts here, with
 nothing touched.
