@@ -343,6 +343,8 @@ class StandIn:
                 continue
             for connector, spec in _mm2_connectors(dict(doc.get("spec") or {})):
                 desired = {k: str(v) for k, v in (spec.get("config") or {}).items()}
+                if spec.get("tasksMax") is not None:  # a mirror connector's own tasksMax
+                    desired["tasks.max"] = str(spec["tasksMax"])
                 target = ConnectorTarget(
                     "KafkaMirrorMaker2", name, connector, url, spec, desired, replace_config=False
                 )

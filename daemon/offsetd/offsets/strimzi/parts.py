@@ -197,7 +197,8 @@ class StrimziMover:
         return await self.client.status(connector)
 
     async def put_config(self, connector: str, config: dict[str, str]) -> None:
-        """Through `spec.config` (and `class`, `tasksMax`): a REST change would be put back."""
+        """Through `spec.config` and `tasksMax` (a KafkaConnector's, or the mirror connector's in
+        a KafkaMirrorMaker2: both carry it as `tasks.max`): a REST change would be put back."""
         found = await self.site.locate(connector)
         if found is None:
             await self.rest.put_config(connector, config)
@@ -206,7 +207,11 @@ class StrimziMover:
             k: v for k, v in config.items() if k not in ("connector.class", "tasks.max", "name")
         }
         found = await self.site.set_spec(found, "config", plain)
-        if found.kind == "KafkaConnector" and "tasks.max" in config:
+        if "tasks.max" in config and (
+            found.kind == "KafkaConnector"
+            # a mirror's tasksMax is often left out: set only when the count changes
+            or config["tasks.max"] != (await self.client.config(connector)).get("tasks.max")
+        ):
             found = await self.site.set_spec(found, "tasksMax", int(config["tasks.max"]))
         wanted = {k: v for k, v in config.items() if k != "name"}
 
