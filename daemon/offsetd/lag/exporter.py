@@ -99,10 +99,15 @@ class LagExporter:
             return
         clusters = {r.progress.connect_cluster for r in reports}
         stuck = {cluster: tracker.stuck(cluster) for cluster in clusters}
+        news = progress_news(reports, snapshot.taken_ms, stuck)
         try:
-            self.on_progress(progress_news(reports, snapshot.taken_ms, stuck))
-        except Exception:  # the next cycle sends the stuck states again
-            log.exception("could not send %d progress event(s)", len(reports))
+            self.on_progress(news)
+        except Exception as exc:  # the next cycle sends the stuck states again
+            # A send that fails is the daemon stopping (its sends cancelled) or Kafka not
+            # answering: one line, not a traceback in the middle of an ordinary shutdown.
+            log.warning(
+                "could not send %d progress event(s): %s", len(reports), str(exc) or repr(exc)
+            )
 
     def snapshot(self) -> Snapshot | None:
         return self._snapshot

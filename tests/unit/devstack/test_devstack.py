@@ -124,12 +124,32 @@ def test_a_free_block_passes() -> None:
 # -- port blocks (test lanes) -------------------------------------------------------------------
 
 
+def _free(port: int) -> bool:
+    with socket.socket() as probe:
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def _held_in_a_quiet_block() -> socket.socket:
+    """A listening socket whose five neighbours nobody holds (on a busy machine an ephemeral
+    port's neighbours often are taken): the block's one taken port is the one the test holds."""
+    while True:
+        holder = socket.socket()
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        busy = holder.getsockname()[1]
+        if all(_free(p) for p in range(busy - 2, busy + 4) if p != busy):
+            return holder
+        holder.close()
+
+
 def test_a_port_block_hands_each_port_out_once_and_skips_taken_ones(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    with socket.socket() as holder:
-        holder.bind(("127.0.0.1", 0))
-        holder.listen()
+    with _held_in_a_quiet_block() as holder:
         busy = holder.getsockname()[1]
         low = busy - 2
         monkeypatch.setenv(PORT_BLOCK_ENV, f"{low}-{low + 5}:{tmp_path / 'claims'}")
