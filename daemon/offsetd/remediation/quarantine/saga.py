@@ -51,20 +51,32 @@ class SagaQuarantine:
         mark: Mapping[str, int],
         record: Mapping[str, Any],
         context: Mapping[str, str],
+        connector_config: Mapping[str, str] | None = None,
     ) -> dict[str, Any]:
+        """Copy the record once; `connector_config`: the sink's config as the caller read it
+        (the saga, through a client that waits out Connect's rebalances), else read here."""
         found = self.quarantine.find_copy(saga_key, mark)
         if found is not None:
             return found.as_dict()
-        source = self._source_conf(context.get("connect.cluster"), context.get("connector.name"))
+        source = self._source_conf(
+            context.get("connect.cluster"), context.get("connector.name"), connector_config
+        )
         return self.quarantine.copy_once(saga_key, mark, record, context, source_conf=source)
 
-    def _source_conf(self, connect_cluster: str | None, connector: str | None) -> dict[str, str]:
+    def _source_conf(
+        self,
+        connect_cluster: str | None,
+        connector: str | None,
+        known: Mapping[str, str] | None = None,
+    ) -> dict[str, str]:
         clusters = self._settings.connect_clusters
         if connect_cluster not in clusters or not connector:
             raise QuarantineFailed(
                 f"cannot tell which Kafka cluster connector {connector!r} of Connect cluster "
                 f"{connect_cluster!r} reads: nothing was copied"
             )
+        if known is not None:
+            return source_config(self._settings, connect_cluster, connector, known)
         cluster = clusters[connect_cluster]
         try:
             with httpx.Client(timeout=self._timeout_s, **httpx_options(cluster)) as http:

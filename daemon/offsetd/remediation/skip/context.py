@@ -8,7 +8,7 @@ vocabulary without importing one another.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -41,7 +41,12 @@ class Quarantine(Protocol):
     def mark(self, saga_key: str) -> dict[str, int]: ...
 
     def copy_once(
-        self, saga_key: str, mark: dict[str, int], record: dict[str, Any], context: dict[str, str]
+        self,
+        saga_key: str,
+        mark: dict[str, int],
+        record: dict[str, Any],
+        context: dict[str, str],
+        connector_config: Mapping[str, str] | None = None,
     ) -> dict[str, Any]: ...
 
 

@@ -2,6 +2,9 @@
 
 The mark (where the copy will land) is made durable before the copy, so a resumed saga searches
 from it and never copies twice. A copy not acknowledged aborts the saga: no copy, no skip.
+The sink's config (which cluster it reads) is read here, through the backend's client, which
+asks Connect again while it rebalances — a config change of another connector a moment before
+must not abort the skip.
 """
 
 from __future__ import annotations
@@ -33,8 +36,9 @@ async def run(state: SkipState) -> dict[str, Any]:
         "connect.cluster": state.record.connect_cluster,
     }
     try:
+        config = await ctx.offsets.client.config(state.record.connector)
         ref = await asyncio.to_thread(
-            ctx.quarantine.copy_once, state.record.key, mark, state.target, context
+            ctx.quarantine.copy_once, state.record.key, mark, state.target, context, config
         )
     except OffsetdError as exc:
         raise SkipAborted(f"the record was not quarantined ({exc}): no copy, no skip") from None
