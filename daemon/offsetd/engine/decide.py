@@ -140,9 +140,8 @@ def _decide(
         prune(state, rules)
         fields["next_sweep_ms"] = time_ms + SWEEP_EVERY_MS
 
-    decisions = _match_rules(
-        state, event, rules.candidates(event, meta), meta, now_ms, on_match, light=light
-    )
+    matched = rules.live(rules.candidates(event, meta), event, meta)
+    decisions = _match_rules(state, event, matched, meta, now_ms, on_match, light=light)
     if kind is EventKind.PROGRESS and decisions:
         note_acted(state, event, decisions)
     if meta is None and rules.meta_rules:
@@ -153,24 +152,23 @@ def _decide(
 def _match_rules(
     state: ConnectorState,
     event: Any,
-    candidates: tuple[CompiledRule, ...],
+    matched: tuple[CompiledRule, ...],
     meta: ConnectorMeta | None,
     now_ms: int,
     on_match: Callable[[str], None] | None,
     *,
     light: bool = False,
 ) -> list[Firing]:
-    """Steps 3 to 6 for `candidates` (the event's rules): match, count, fire."""
+    """Steps 3 to 6 for `matched` (the event's rules whose conditions hold, in load order:
+    `RuleSet.live`): staleness, count, fire."""
     decisions: list[Firing] = []
     source = event.source
     time_ms = source.timestamp_ms
     record = _record_text(event) if event.kind is EventKind.DLQ_RECORD else None
     trigger: list[EventSummary] = []  # built by the first firing, shared by the others
-    for rule in candidates:
+    for rule in matched:
         if now_ms - time_ms > rule.within_ms:
             continue  # stale: a replayed or late record never fires (nor counts)
-        if rule.dynamic is not None and not rule.dynamic(event, meta):
-            continue
         if on_match is not None:
             on_match(rule.name)
         if record is None and rule.keys_record:
