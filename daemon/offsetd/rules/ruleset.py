@@ -155,16 +155,6 @@ def _compile_action(action: Action) -> CompiledAction:
 _STATUS_KINDS = (EventKind.CONNECTOR_STATUS, EventKind.TASK_STATUS)
 _CANDIDATE_CACHE_LIMIT = 65536
 _LIVE_CACHE_LIMIT = 16384
-# The kinds whose dynamic conditions read nothing but task_id, error and record (with what the
-# candidates' key holds: kind, state, names, metadata): `live` remembers their answers.
-_LIVE_KINDS = frozenset(
-    {
-        EventKind.CONNECTOR_STATUS,
-        EventKind.TASK_STATUS,
-        EventKind.TOPIC_STATUS,
-        EventKind.DLQ_RECORD,
-    }
-)
 _CandidateKey = tuple[str, str | None, str, str, str | None, str | None]
 
 
@@ -214,6 +204,8 @@ class RuleSet:
         # the value holds the objects whose ids are in the key, so no id is reused meanwhile
         self._live: dict[tuple[int, Any, int, Any], tuple[Any, Any, tuple[CompiledRule, ...]]]
         self._live = {}
+        # id -> candidates with no dynamic condition at all: `live` is the candidates themselves
+        self._plain: dict[int, tuple[CompiledRule, ...]] = {}
 
     def __len__(self) -> int:
         return len(self.rules)
@@ -257,7 +249,10 @@ class RuleSet:
             )
             if len(self._candidates) >= _CANDIDATE_CACHE_LIMIT:
                 self._candidates.clear()
+                self._plain.clear()
             self._candidates[key] = found
+            if all(r.dynamic is None for r in found):
+                self._plain[id(found)] = found  # held here: its id is not reused meanwhile
         return found
 
     def live(
@@ -274,18 +269,22 @@ class RuleSet:
         status has ~24 candidates with their message regexes and failure classes, and the same
         few errors repeat: the predicates run once per distinct error and connector.
         """
-        if not candidates:
-            return candidates
-        if event.kind not in _LIVE_KINDS:
+        if not candidates or id(candidates) in self._plain:
+            return candidates  # no dynamic condition to check (a RUNNING status, mostly)
+        kind = event.kind
+        # the attributes each kind has (a pydantic model's missing attribute is slow to miss)
+        if kind is EventKind.TASK_STATUS:
+            error, key = event.error, (id(candidates), event.task_id, id(event.error), None)
+        elif kind is EventKind.CONNECTOR_STATUS:
+            error, key = event.error, (id(candidates), None, id(event.error), None)
+        elif kind is EventKind.DLQ_RECORD:
+            record = event.record
+            topic = None if record is None else record.topic
+            error, key = event.error, (id(candidates), event.task_id, id(event.error), topic)
+        elif kind is EventKind.TOPIC_STATUS:
+            error, key = None, (id(candidates), event.task_id, id(None), None)
+        else:
             return tuple(r for r in candidates if r.dynamic is None or r.dynamic(event, meta))
-        error = getattr(event, "error", None)
-        record = getattr(event, "record", None)
-        key = (
-            id(candidates),
-            getattr(event, "task_id", None),
-            id(error),
-            None if record is None else record.topic,
-        )
         found = self._live.get(key)
         if found is not None:
             return found[2]
