@@ -144,6 +144,12 @@ def peak_rss_mib(pid: int) -> float:
     raise AssertionError("no VmHWM")
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far (/proc/<pid>/stat, Linux)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def test_a_dlq_storm_neither_buries_nor_delays_another_connectors_failure(
     stack: StackInfo, connect: ConnectClient, tmp_path: Path
 ) -> None:
@@ -194,6 +200,8 @@ def test_a_dlq_storm_neither_buries_nor_delays_another_connectors_failure(
             person = threading.Thread(target=restart_the_victim, daemon=True)
             person.start()
             burst_started = time.monotonic()
+            assert daemon.proc is not None
+            cpu_before = cpu_seconds(daemon.proc.pid)
             for start in range(0, STORM, 50_000):  # within the producer's local queue
                 end = min(start + 50_000, STORM)
                 produce(west, topic, [(None, b"not json %d" % i) for i in range(start, end)])
@@ -226,6 +234,9 @@ def test_a_dlq_storm_neither_buries_nor_delays_another_connectors_failure(
                 120,
             )
             assert storm_counted() == STORM
+            # the daemon's CPU per DLQ record, the whole process over the storm (the victim's
+            # few statuses, the audit reads' answers and its idle work included)
+            cpu_per_record_us = (cpu_seconds(daemon.proc.pid) - cpu_before) / STORM * 1e6
             connect_rate = STORM / (connect_done - burst_started)
             daemon_rate = STORM / (daemon_done - burst_started)
             decided_rate = STORM / (decided_done - burst_started)
@@ -243,6 +254,7 @@ def test_a_dlq_storm_neither_buries_nor_delays_another_connectors_failure(
                 f"{decided_done - connect_done:.1f} s after Connect's; the audit read every 0.5 s "
                 f"included); the victim's FAILED decided p50 {p50:.2f} s, p99 "
                 f"{p99:.2f} s over {len(latencies)} ({restarts} restarts); peak RSS {rss:.0f} MiB; "
+                f"daemon CPU {cpu_per_record_us:.0f} us per DLQ record; "
                 f"latencies {latencies}"
             )
             assert len(latencies) >= 10, latencies

@@ -140,9 +140,8 @@ def _decide(
         prune(state, rules)
         fields["next_sweep_ms"] = time_ms + SWEEP_EVERY_MS
 
-    decisions = _match_rules(
-        state, event, rules.candidates(event, meta), meta, now_ms, on_match, light=light
-    )
+    matched = rules.live(rules.candidates(event, meta), event, meta)
+    decisions = _match_rules(state, event, matched, meta, now_ms, on_match, light=light)
     if kind is EventKind.PROGRESS and decisions:
         note_acted(state, event, decisions)
     if meta is None and rules.meta_rules:
@@ -153,24 +152,23 @@ def _decide(
 def _match_rules(
     state: ConnectorState,
     event: Any,
-    candidates: tuple[CompiledRule, ...],
+    matched: tuple[CompiledRule, ...],
     meta: ConnectorMeta | None,
     now_ms: int,
     on_match: Callable[[str], None] | None,
     *,
     light: bool = False,
 ) -> list[Firing]:
-    """Steps 3 to 6 for `candidates` (the event's rules): match, count, fire."""
+    """Steps 3 to 6 for `matched` (the event's rules whose conditions hold, in load order:
+    `RuleSet.live`): staleness, count, fire."""
     decisions: list[Firing] = []
     source = event.source
     time_ms = source.timestamp_ms
     record = _record_text(event) if event.kind is EventKind.DLQ_RECORD else None
     trigger: list[EventSummary] = []  # built by the first firing, shared by the others
-    for rule in candidates:
+    for rule in matched:
         if now_ms - time_ms > rule.within_ms:
             continue  # stale: a replayed or late record never fires (nor counts)
-        if rule.dynamic is not None and not rule.dynamic(event, meta):
-            continue
         if on_match is not None:
             on_match(rule.name)
         if record is None and rule.keys_record:
@@ -302,7 +300,7 @@ def _update_status(state: ConnectorState, event: Any, time_ms: int) -> None:
 
 _KEY_FIELDS: dict[str, Callable[[Any], str]] = {
     "connector": lambda e: e.connector,
-    "task_id": lambda e: _text(getattr(e, "task_id", None)),
+    "task_id": lambda e: _text(_task_id_of(e)),
     "exception_class": lambda e: _text(getattr(getattr(e, "error", None), "exception_class", None)),
     "root_cause_class": lambda e: _text(
         getattr(getattr(e, "error", None), "root_cause_class", None)
@@ -326,7 +324,7 @@ def _keyer(names: tuple[str, ...]) -> Callable[[Any, str | None], str]:
     if names == ("connector",):
         return lambda e, _r: f"connector={e.connector}"
     if names == ("connector", "task_id"):
-        return lambda e, _r: f"connector={e.connector},task_id={_text(getattr(e, 'task_id', None))}"
+        return lambda e, _r: f"connector={e.connector},task_id={_text(_task_id_of(e))}"
     if names == ("connector", "record"):
         return lambda e, r: f"connector={e.connector},record={r or ''}"
 
@@ -378,7 +376,7 @@ def _fire(
             mode=rule.mode,
             connect_cluster=event.connect_cluster,
             connector=event.connector,
-            task_id=getattr(event, "task_id", None),
+            task_id=_task_id_of(event),
             key=key,
             action_types=[action.type for action in rule.actions],
             reason=reason,
@@ -388,7 +386,7 @@ def _fire(
             trigger_source=event.source,
             record_text=record_text,
             from_failure=event.kind is EventKind.DLQ_RECORD
-            or getattr(event, "state", None) == "FAILED",
+            or (event.kind in _STATUS_KINDS and event.state == "FAILED"),
         )
     record = _record_dict(record_text) if record_text is not None else None
     record_status: Literal["exact", "to_locate"] | None = None
@@ -413,7 +411,7 @@ def _fire(
             "mode": rule.mode,
             "connect_cluster": event.connect_cluster,
             "connector": event.connector,
-            "task_id": getattr(event, "task_id", None),
+            "task_id": _task_id_of(event),
             "key": key,
             "actions": actions,
             "record": record,
@@ -497,22 +495,34 @@ def hold(state: ConnectorState, rule: str, decision: Decision) -> None:
 
 
 def _summary(event: Any) -> EventSummary:
+    kind = event.kind
     error = getattr(event, "error", None)
+    progress = kind is EventKind.PROGRESS
     return EventSummary.model_validate(
         {
-            "kind": str(event.kind),
-            "state": getattr(event, "state", None),
-            "task_id": getattr(event, "task_id", None),
+            "kind": str(kind),
+            "state": event.state if kind in _STATUS_KINDS else None,
+            "task_id": _task_id_of(event),
             "exception_class": error.exception_class if error is not None else None,
             "root_cause_class": error.root_cause_class if error is not None else None,
             "stage": error.stage if error is not None else None,
-            "record": event.record if event.kind is EventKind.DLQ_RECORD else None,
-            "progress": getattr(event, "progress", None),
-            "held_ms": getattr(event, "held_ms", None),
-            "detail": getattr(event, "detail", None) or None,
-            "stuck_with": getattr(event, "stuck_in_cluster", ()),
+            "record": event.record if kind is EventKind.DLQ_RECORD else None,
+            "progress": event.progress if progress else None,
+            "held_ms": event.held_ms if progress else None,
+            "detail": (event.detail or None) if progress else None,
+            "stuck_with": event.stuck_in_cluster if progress else (),
         }
     )
+
+
+# The kinds with a `state` and those without a `task_id`: read by kind, not by getattr, because
+# a pydantic model misses an attribute slowly (~4 us: its __getattr__ raises).
+_STATUS_KINDS = frozenset({EventKind.TASK_STATUS, EventKind.CONNECTOR_STATUS})
+_NO_TASK_ID = frozenset({EventKind.CONNECTOR_STATUS, EventKind.SOURCE_OFFSET})
+
+
+def _task_id_of(event: Any) -> int | None:
+    return None if event.kind in _NO_TASK_ID else event.task_id
 
 
 def _plan_action(

@@ -257,7 +257,11 @@ def redecide_deferred(
         if not any(now_ms - entry["time_ms"] <= r.within_ms for r in waiting):
             expired += 1
             continue
-        needing = tuple(r for r in rules.candidates(event, meta) if r.needs_meta)
+        needing = tuple(
+            r
+            for r in rules.candidates(event, meta)
+            if r.needs_meta and (r.dynamic is None or r.dynamic(event, meta))
+        )
         if needing:
             made = _match_rules(state, event, needing, meta, now_ms, on_match)
             decisions.extend(cast(list[Decision], made))  # not light: Decisions only

@@ -37,9 +37,11 @@ H_EXCEPTION = DLQ_HEADER_PREFIX + "exception.class.name"
 H_MESSAGE = DLQ_HEADER_PREFIX + "exception.message"
 H_STACKTRACE = DLQ_HEADER_PREFIX + "exception.stacktrace"
 # The errors of recent DLQ records, by their headers: a storm repeats one error on every record,
-# and reading its trace (first line, causes) cost more than the rest of the record.
+# and reading its trace (first line, causes) cost more than the rest of the record. One instance
+# per error also lets the matcher remember its answers (`RuleSet.live`). Bounded (the keys hold
+# trace heads of up to 4 KiB: ~4 MiB at most).
 _ERRORS: dict[tuple[str | None, ...], ErrorInfo] = {}
-_MAX_ERRORS = 256
+_MAX_ERRORS = 1024
 
 
 def decode_dlq(

@@ -305,6 +305,11 @@ def _decode_frame(data: bytes) -> list[RawRecord]:
         if vlen >= 0:
             value = data[at : at + vlen]
             at += vlen
+        if not hcount:  # a status record: no headers
+            if at > end:
+                raise ValueError("truncated frame")
+            records.append(RawRecord(topics[index], partition, offset, timestamp, key, value))
+            continue
         headers: list[tuple[str, bytes | None]] = []
         for _ in range(hcount):
             nlen, hlen = _HEADER.unpack_from(data, at)

@@ -154,6 +154,7 @@ def _compile_action(action: Action) -> CompiledAction:
 
 _STATUS_KINDS = (EventKind.CONNECTOR_STATUS, EventKind.TASK_STATUS)
 _CANDIDATE_CACHE_LIMIT = 65536
+_LIVE_CACHE_LIMIT = 16384
 _CandidateKey = tuple[str, str | None, str, str, str | None, str | None]
 
 
@@ -199,6 +200,12 @@ class RuleSet:
         )
         self.limits_horizon_ms = max(self.limits_horizon_ms, self.restart_reset_ms)
         self._waiting: dict[tuple[str, str | None, str, str], tuple[CompiledRule, ...]] = {}
+        # (id of candidates, task_id, id of error, record topic) -> (candidates, error, live):
+        # the value holds the objects whose ids are in the key, so no id is reused meanwhile
+        self._live: dict[tuple[int, Any, int, Any], tuple[Any, Any, tuple[CompiledRule, ...]]]
+        self._live = {}
+        # id -> candidates with no dynamic condition at all: `live` is the candidates themselves
+        self._plain: dict[int, tuple[CompiledRule, ...]] = {}
 
     def __len__(self) -> int:
         return len(self.rules)
@@ -242,8 +249,50 @@ class RuleSet:
             )
             if len(self._candidates) >= _CANDIDATE_CACHE_LIMIT:
                 self._candidates.clear()
+                self._plain.clear()
             self._candidates[key] = found
+            if all(r.dynamic is None for r in found):
+                self._plain[id(found)] = found  # held here: its id is not reused meanwhile
         return found
+
+    def live(
+        self, candidates: tuple[CompiledRule, ...], event: Any, meta: ConnectorMeta | None
+    ) -> tuple[CompiledRule, ...]:
+        """Of `candidates` (from `candidates(event, meta)`), those whose `dynamic` predicate
+        holds, in order: what `matching` returns.
+
+        Remembered for status and DLQ events. Their dynamic conditions read the task id, the
+        error (its classes, stage, failure class and texts) and the failing record's topic, plus
+        the state, names and metadata that `candidates` was looked up by; the decoders give
+        every record with the same error one frozen `ErrorInfo` instance, so the answer is
+        keyed by the candidates' and the error's identity, the task id and the topic. A FAILED
+        status has ~24 candidates with their message regexes and failure classes, and the same
+        few errors repeat: the predicates run once per distinct error and connector.
+        """
+        if not candidates or id(candidates) in self._plain:
+            return candidates  # no dynamic condition to check (a RUNNING status, mostly)
+        kind = event.kind
+        # the attributes each kind has (a pydantic model's missing attribute is slow to miss)
+        if kind is EventKind.TASK_STATUS:
+            error, key = event.error, (id(candidates), event.task_id, id(event.error), None)
+        elif kind is EventKind.CONNECTOR_STATUS:
+            error, key = event.error, (id(candidates), None, id(event.error), None)
+        elif kind is EventKind.DLQ_RECORD:
+            record = event.record
+            topic = None if record is None else record.topic
+            error, key = event.error, (id(candidates), event.task_id, id(event.error), topic)
+        elif kind is EventKind.TOPIC_STATUS:
+            error, key = None, (id(candidates), event.task_id, id(None), None)
+        else:
+            return tuple(r for r in candidates if r.dynamic is None or r.dynamic(event, meta))
+        found = self._live.get(key)
+        if found is not None:
+            return found[2]
+        live = tuple(r for r in candidates if r.dynamic is None or r.dynamic(event, meta))
+        if len(self._live) >= _LIVE_CACHE_LIMIT:
+            self._live.clear()
+        self._live[key] = (candidates, error, live)
+        return live
 
     def waiting_for_meta(self, event: Any) -> tuple[CompiledRule, ...]:
         """The rules that need metadata and could match `event` once it is known.
@@ -273,6 +322,4 @@ class RuleSet:
 
     def matching(self, event: Any, meta: ConnectorMeta | None) -> list[CompiledRule]:
         """The rules matching `event`, in load order (the hot path)."""
-        return [
-            r for r in self.candidates(event, meta) if r.dynamic is None or r.dynamic(event, meta)
-        ]
+        return list(self.live(self.candidates(event, meta), event, meta))

@@ -1,0 +1,160 @@
+"""The owner's work on bench_daemon's copy topic, replayed in memory: a digest and a timing.
+
+Issue 35's tool to change the engine safely: run it with the code before and after a change
+(`PYTHONPATH=<tree>/daemon:<tree> python <tree>/bench/engine_replay.py ...`) on the same records
+file, and compare.
+
+- `digest`: every event's JSON, every decision of `decide` (full `Decision`s) and every firing
+  of `decide_firings` (the daemon's light path: id, rule, outcome, reason, detail, key, event time,
+  record), and every final state's JSON, hashed. Equal digests: the same decisions and states.
+- `time`: the agent's work per record as (f) does it, without Kafka: the records framed as the
+  ingest frames them (batches of 5,000), then per frame `decode_frame`, `StateCache`,
+  `decide_batch` (light), `fold_suppressed`, `tally_record`, the audit records' JSON and the
+  state's JSON. Process CPU per record, `--repeat` times in one process.
+
+The records are read once from the copy topic (assign only, nothing committed) into
+`--records-file` and reused from there, so both trees see the same records in the same order.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import pickle
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from bench.bench_daemon import (
+    CLUSTER,
+    TOPIC,
+    Pipeline,
+    bench_route,
+    is_status,
+    read_topic,
+    write_rules,
+)
+
+from offsetd.engine import ConnectorState
+from offsetd.engine.batch import decide_batch
+from offsetd.engine.cache import StateCache
+from offsetd.engine.decide import decide, decide_firings
+from offsetd.engine.tally import DEFAULT_WINDOW_MS, fold_suppressed, tally_record
+from offsetd.events.decode import Malformed, RawRecord, raw_record
+from offsetd.events.dlq import decode_dlq
+from offsetd.events.frames import decode_frame, encode_frame, plan_frames
+from offsetd.events.models import owner_key
+from offsetd.events.status import decode_status
+from offsetd.rules.loading import load_rules
+
+
+def records(path: Path, bootstrap: str | None, limit: int) -> list[RawRecord]:
+    if not path.exists():
+        if bootstrap is None:
+            sys.exit(f"{path} does not exist: give --bootstrap to read the copy topic once")
+        read = [
+            raw_record(m, consumed=True)
+            for m in read_topic({"bootstrap.servers": bootstrap}, TOPIC, 10**9)
+        ]
+        path.write_bytes(pickle.dumps(read))
+    found: list[RawRecord] = pickle.loads(path.read_bytes())  # noqa: S301 - our own file
+    return found[:limit]
+
+
+def decoder(raw: RawRecord) -> Any:
+    return decode_status(CLUSTER, raw) if is_status(raw) else decode_dlq(CLUSTER, raw)
+
+
+def digest(pipe: Pipeline, recs: list[RawRecord]) -> None:
+    for light in (False, True):
+        h = hashlib.sha256()
+        states: dict[str, ConnectorState] = {}
+        count = 0
+        for raw in recs:
+            try:
+                event = decoder(raw)
+            except Malformed as bad:
+                h.update(str(bad).encode())
+                continue
+            h.update(event.model_dump_json().encode())
+            state = states.setdefault(
+                owner_key(event.connect_cluster, event.connector), ConnectorState()
+            )
+            meta, now = pipe.metas.get(event.connector), event.source.timestamp_ms
+            if light:
+                for f in decide_firings(state, event, pipe.rules, meta, now):
+                    count += 1
+                    seen = (f.id, f.rule, f.outcome, f.reason, f.detail, f.key, f.event_time_ms)
+                    h.update(repr((*seen, f.record_text)).encode())
+            else:
+                for d in decide(state, event, pipe.rules, meta, now)[1]:
+                    count += 1
+                    h.update(d.model_dump_json().encode())
+        for key in sorted(states):
+            h.update(states[key].to_json().encode())
+        print(f"{'light' if light else 'full'}: {count:,} decisions, digest {h.hexdigest()}")
+
+
+def timing(pipe: Pipeline, recs: list[RawRecord], repeat: int) -> None:
+    frames: list[tuple[str, bytes]] = []
+    for start in range(0, len(recs), 5000):
+        routed = ((bench_route(CLUSTER, r), r) for r in recs[start : start + 5000])
+        plan = plan_frames(routed, max_frame_bytes=1 << 20, max_record_bytes=8 << 20)
+        for (owner, framed), encoded in zip(plan.frames, plan.encoded, strict=True):
+            frames.append((owner, encode_frame(framed, encoded=encoded)))
+    for _ in range(repeat):
+        cache = StateCache({})
+        written = 0
+        began = time.process_time()
+        for key, value in frames:
+            state = cache.get(key)
+            applied, firings = decide_batch(
+                state,
+                decode_frame(value),
+                decoder,
+                pipe.rules,
+                lambda e: pipe.metas.get(e.connector),
+                lambda e: e.source.timestamp_ms,
+                on_match=pipe.count_match,
+            )
+            if firings:
+                planned, tallies = fold_suppressed(state, firings, DEFAULT_WINDOW_MS)
+                out = [json.dumps(d.audit_record(pipe.rules)) for d in planned]
+                out += [json.dumps(tally_record(state, t, DEFAULT_WINDOW_MS)) for t in tallies]
+                written += len(out)
+            if applied:
+                cache.put(key, state)
+        spent = time.process_time() - began
+        per = spent / len(recs) * 1e6
+        print(f"{per:.1f} us CPU per record ({len(frames):,} frames, {written:,} audit records)")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("mode", choices=("digest", "time"))
+    parser.add_argument(
+        "--records-file",
+        type=Path,
+        default=Path(tempfile.gettempdir()) / "bench-daemon-copy.pickle",
+    )
+    parser.add_argument(
+        "--bootstrap", help="west's bootstrap servers (only to write the records file)"
+    )
+    parser.add_argument("--records", type=int, default=100_000)
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+    recs = records(args.records_file, args.bootstrap, args.records)
+    with tempfile.TemporaryDirectory(prefix="engine-replay-rules-") as folder:
+        write_rules(Path(folder))
+        pipe = Pipeline(load_rules(Path(folder)))
+    if args.mode == "digest":
+        digest(pipe, recs)
+    else:
+        timing(pipe, recs, args.repeat)
+
+
+if __name__ == "__main__":
+    main()
