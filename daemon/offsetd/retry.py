@@ -11,13 +11,14 @@ is raised as it is, and no delays means one try.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import TypeVar
 
 from offsetd.errors import is_retriable
 
-__all__ = ["Backoff", "doubling", "retry_call"]
+__all__ = ["Backoff", "doubling", "retry_blocking", "retry_call"]
 
 T = TypeVar("T")
 
@@ -70,3 +71,26 @@ async def retry_call(
                     await said
             await sleep(delay)
             attempt += 1
+
+
+def retry_blocking(
+    call: Callable[[], T],
+    delays: Iterable[float],
+    *,
+    retriable: Callable[[BaseException], bool] = is_retriable,
+    sleep: Callable[[float], None] = time.sleep,
+) -> T:
+    """`retry_call` for a blocking call made in a worker thread (librdkafka's consumer calls):
+    the same policy — a `retriable` error is asked again after the next delay, any other error
+    and the one after the last delay are raised."""
+    pauses = iter(delays)
+    while True:
+        try:
+            return call()
+        except Exception as exc:
+            if not retriable(exc):
+                raise
+            delay = next(pauses, None)
+            if delay is None:
+                raise
+            sleep(delay)

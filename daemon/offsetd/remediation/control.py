@@ -47,9 +47,15 @@ from offsetd.remediation.control_state import (
     pause_record,
     skips_record,
 )
+from offsetd.retry import doubling, retry_blocking
 from offsetd.topics import ensure_compacted_topic
 
 __all__ = ["ControlStore", "ensure_topic", "publish_gauges"]
+
+
+def _kafka_retriable(exc: BaseException) -> bool:
+    reason = exc.args[0] if isinstance(exc, KafkaException) and exc.args else None
+    return isinstance(reason, KafkaError) and reason.retriable()
 
 
 def ensure_topic(conf: Mapping[str, str], topic: str, timeout_s: float = 30.0) -> None:
@@ -141,8 +147,14 @@ class ControlStore:
         consumer = self._consumer_for_reading()
         partition = TopicPartition(self.topic, 0)
         try:
-            low, high = consumer.get_watermark_offsets(
-                partition, timeout=self._timeout_s, cached=False
+            # A topic just made can answer NOT_LEADER for a moment after its leader shows in the
+            # metadata (another worker may have created it): librdkafka marks that retriable.
+            low, high = retry_blocking(
+                lambda: consumer.get_watermark_offsets(
+                    partition, timeout=self._timeout_s, cached=False
+                ),
+                doubling(0.1, 1.0, 8),
+                retriable=_kafka_retriable,
             )
         except KafkaException as exc:
             raise_if_denied(exc, self._conf, topic=("READ", self.topic))
