@@ -1,17 +1,14 @@
 """The skip saga's quarantine: the topic of the daemon's Kafka cluster, and the cluster a sink
-reads, found from its config in Connect, so the record is copied from where it is.
+reads, found from its config in Connect (read by the saga), so the record is copied from where
+it is.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
-from urllib.parse import quote
-
-import httpx
 
 from offsetd.config import Settings
-from offsetd.connect.transport import httpx_options
 from offsetd.remediation.locate import source_config
 from offsetd.remediation.quarantine.topic import Quarantine, QuarantineFailed
 from offsetd.remediation.quarantine_format import (
@@ -37,7 +34,6 @@ class SagaQuarantine:
             settings.remediation.quarantine_topic,
             timeout_s=timeout_s,
         )
-        self._timeout_s = timeout_s
 
     def mark(self, saga_key: str) -> dict[str, int]:
         return self.quarantine.mark(saga_key)
@@ -51,45 +47,18 @@ class SagaQuarantine:
         mark: Mapping[str, int],
         record: Mapping[str, Any],
         context: Mapping[str, str],
-        connector_config: Mapping[str, str] | None = None,
+        connector_config: Mapping[str, str],
     ) -> dict[str, Any]:
-        """Copy the record once; `connector_config`: the sink's config as the caller read it
-        (the saga, through a client that waits out Connect's rebalances), else read here."""
+        """Copy the record once, from the cluster the sink reads: `connector_config` is its
+        config as the saga read it (through a client that waits out Connect's rebalances)."""
         found = self.quarantine.find_copy(saga_key, mark)
         if found is not None:
             return found.as_dict()
-        source = self._source_conf(
-            context.get("connect.cluster"), context.get("connector.name"), connector_config
-        )
-        return self.quarantine.copy_once(saga_key, mark, record, context, source_conf=source)
-
-    def _source_conf(
-        self,
-        connect_cluster: str | None,
-        connector: str | None,
-        known: Mapping[str, str] | None = None,
-    ) -> dict[str, str]:
-        clusters = self._settings.connect_clusters
-        if connect_cluster not in clusters or not connector:
+        connect_cluster, connector = context.get("connect.cluster"), context.get("connector.name")
+        if connect_cluster not in self._settings.connect_clusters or not connector:
             raise QuarantineFailed(
                 f"cannot tell which Kafka cluster connector {connector!r} of Connect cluster "
                 f"{connect_cluster!r} reads: nothing was copied"
             )
-        if known is not None:
-            return source_config(self._settings, connect_cluster, connector, known)
-        cluster = clusters[connect_cluster]
-        try:
-            with httpx.Client(timeout=self._timeout_s, **httpx_options(cluster)) as http:
-                response = http.get(f"/connectors/{quote(connector, safe='')}/config")
-        except httpx.HTTPError as exc:
-            raise QuarantineFailed(
-                f"cannot read the config of {connector} from Connect ({type(exc).__name__}): "
-                "nothing was copied"
-            ) from None
-        if response.status_code != 200:
-            raise QuarantineFailed(
-                f"cannot read the config of {connector} from Connect ({response.status_code}): "
-                "nothing was copied"
-            )
-        config = {str(k): str(v) for k, v in response.json().items()}
-        return source_config(self._settings, connect_cluster, connector, config)
+        source = source_config(self._settings, connect_cluster, connector, connector_config)
+        return self.quarantine.copy_once(saga_key, mark, record, context, source_conf=source)

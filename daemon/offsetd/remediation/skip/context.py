@@ -46,7 +46,7 @@ class Quarantine(Protocol):
         mark: dict[str, int],
         record: dict[str, Any],
         context: dict[str, str],
-        connector_config: Mapping[str, str] | None = None,
+        connector_config: Mapping[str, str],
     ) -> dict[str, Any]: ...
 
 
