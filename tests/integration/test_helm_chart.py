@@ -16,8 +16,11 @@ is healed through the chart's service account.
 
 from __future__ import annotations
 
+import base64
 import json
+import os
 import re
+import secrets
 import shutil
 import subprocess
 from pathlib import Path
@@ -27,6 +30,7 @@ import httpx
 import pytest
 from ruamel.yaml import YAML
 
+from offsetd.config.fields import REDACTED
 from offsetd.devstack.kube import KubeCluster
 from offsetd.devstack.kubebin import ensure_helm
 from offsetd.devstack.stack import StackInfo
@@ -38,6 +42,7 @@ from tests.integration.kafkautil import (
     unique,
     wait_for,
 )
+from tests.integration.lagutil import OFFSETD
 from tests.integration.strimzi_env import StrimziNamespace
 from tests.integration.test_guardrails import POISON, Sink, daemon_setup, good, wait_committed
 from tests.integration.test_heal_in_the_field import (
@@ -124,14 +129,19 @@ def namespace_of(kube: KubeCluster, prefix: str) -> str:
 def kube(kube_v1: KubeCluster) -> KubeCluster:
     """The Strimzi tests' API server, with the Prometheus Operator's CRDs too."""
     kubectl(kube_v1, "apply", "--server-side", "-f", str(PROMETHEUS_CRDS))
-    kubectl(
-        kube_v1,
-        "wait",
-        "--for=condition=Established",
-        "--timeout=60s",
-        "crd/servicemonitors.monitoring.coreos.com",
-        "crd/prometheusrules.monitoring.coreos.com",
-    )
+    crds = ("servicemonitors.monitoring.coreos.com", "prometheusrules.monitoring.coreos.com")
+
+    # not `kubectl wait --for=condition=Established`: on a CRD whose status the API server has
+    # not written yet it fails at once (".status.conditions accessor error") instead of waiting
+    def established() -> bool:
+        for crd in crds:
+            got = json.loads(kubectl(kube_v1, "get", f"crd/{crd}", "-o=json"))
+            conditions = got.get("status", {}).get("conditions") or []
+            if not any(c["type"] == "Established" and c["status"] == "True" for c in conditions):
+                return False
+        return True
+
+    wait_for("the Prometheus Operator's CRDs established", established, 60)
     return kube_v1
 
 
@@ -199,6 +209,70 @@ def all_on(namespace: str, other: str) -> dict[str, Any]:
     }
 
 
+LOGINS_SCRAM = {"scram": {"username": "offsetd", "secretName": "offsetd-east"}}
+
+
+def login_secrets() -> dict[str, dict[str, str]]:
+    """Secrets shaped as Strimzi (cluster CA, KafkaUser of type tls and scram-sha-512) and the
+    user keep them, each value random: none may be found in what the chart renders."""
+
+    def value(what: str) -> str:
+        return f"{what}-{secrets.token_hex(12)}"
+
+    return {
+        "my-cluster-cluster-ca-cert": {"ca.crt": value("cluster-ca")},
+        "offsetd": {"user.crt": value("user-crt"), "user.key": value("user-key")},
+        "offsetd-east": {"password": value("scram-password")},
+        "offsetd-oauth": {"clientSecret": value("client-secret")},
+        "sso-ca": {"tls.crt": value("sso-ca")},
+        "connect-ca": {"ca.crt": value("connect-ca")},
+        "connect-offsetd": {"password": value("rest-password")},
+        "connect-client": {"tls.crt": value("rest-crt"), "tls.key": value("rest-key")},
+    }
+
+
+def logins_values() -> dict[str, Any]:
+    """One alias per login: mutual TLS (main), SCRAM (east), OAuth (sso), Connect with all."""
+    return {
+        "config": {
+            "kafka_clusters": {
+                "main": {"bootstrap_servers": "my-cluster-kafka-bootstrap:9093"},
+                "east": {"bootstrap_servers": "east-kafka-bootstrap:9095"},
+                "sso": {"bootstrap_servers": "sso-kafka-bootstrap:9096"},
+            },
+            "connect_clusters": {
+                "main": {"url": "https://my-connect-connect-api:8083", "kafka_cluster": "main"}
+            },
+        },
+        "logins": {
+            "kafka": {
+                "main": {
+                    "ca": {"secretName": "my-cluster-cluster-ca-cert"},
+                    "tls": {"secretName": "offsetd"},
+                },
+                "east": {"ca": {"secretName": "my-cluster-cluster-ca-cert"}, **LOGINS_SCRAM},
+                "sso": {
+                    "ca": {"secretName": "my-cluster-cluster-ca-cert"},
+                    "oauth": {
+                        "tokenEndpointUrl": "https://sso.example/realms/kafka/token",
+                        "clientId": "offsetd",
+                        "clientSecret": {"secretName": "offsetd-oauth"},
+                        "scope": "kafka",
+                        "ca": {"secretName": "sso-ca", "key": "tls.crt"},
+                    },
+                },
+            },
+            "connect": {
+                "main": {
+                    "ca": {"secretName": "connect-ca"},
+                    "basic": {"username": "offsetd", "secretName": "connect-offsetd"},
+                    "tls": {"secretName": "connect-client"},
+                }
+            },
+        },
+    }
+
+
 # -- lint and schema ------------------------------------------------------------------------
 
 
@@ -238,6 +312,23 @@ def test_helm_lint_passes_strict_with_the_defaults_and_everything_on(
         ),
         ({"config": {"daemon": {"web_port": 1}}}, "set by the chart from service.port"),
         ({"mode": "fix"}, "at '/mode': value must be one of '', 'observe', 'enforce'"),
+        (
+            {
+                "config": {"kafka_clusters": {"main": {"bootstrap_servers": "b:9093"}}},
+                "logins": {
+                    "kafka": {"main": {"tls": {"secretName": "u"}, "scram": LOGINS_SCRAM["scram"]}}
+                },
+            },
+            "logins.kafka.main: give one login of scram, tls or oauth, not scram and tls",
+        ),
+        (
+            {"logins": {"kafka": {"east": LOGINS_SCRAM}}},
+            'logins.kafka.east: no kafka_clusters alias "east" in config.kafka_clusters',
+        ),
+        (
+            {"logins": {"kafka": {"m": {"oauth": {"tokenEndpointUrl": "https://s/t"}}}}},
+            "at '/logins/kafka/m/oauth': missing properties 'clientId', 'clientSecret'",
+        ),
         (
             {"secretEnv": [{"name": "PASSWORD", "secretName": "s", "secretKey": "k"}]},
             "'PASSWORD' does not match pattern '^OFFSETD_[A-Z0-9_]+$'",
@@ -372,6 +463,93 @@ def test_everything_on_is_accepted_and_monitoring_is_wired(
     assert "password" not in config["data"]["offsetd.yaml"]
     budget = json.loads(kubectl(kube, "get", "-n", namespace, "pdb/ops-offsetd", "-o=json"))
     assert budget["spec"]["maxUnavailable"] == 1
+
+
+def test_each_login_is_taken_by_reference_and_no_secret_value_is_rendered(
+    helm: Path, kube: KubeCluster, tmp_path: Path
+) -> None:
+    """Each login's Secrets (Strimzi's names and keys) are mounted or passed by reference; the
+    ConfigMap holds only paths, names and URLs. The pod is then played from what the API server
+    kept: each volume's items written at their mount paths, each variable read from its Secret,
+    and offsetd reads that config and environment into the logins it was meant to."""
+    namespace = namespace_of(kube, "chart-logins")
+    kept = login_secrets()
+    secret_values = [v for data in kept.values() for v in data.values()]
+    for name, data in kept.items():
+        secret = {"apiVersion": "v1", "kind": "Secret", "type": "Opaque"}
+        secret["metadata"] = {"name": name, "namespace": namespace}
+        secret["stringData"] = data
+        apply(kube, json.dumps(secret))
+    manifest = render(helm, "login", namespace, logins_values(), tmp_path)
+    assert not [v for v in secret_values if v in manifest]
+    apply(kube, manifest)
+
+    def get(what: str) -> dict[str, Any]:
+        return dict(json.loads(kubectl(kube, "get", "-n", namespace, what, "-o=json")))
+
+    pod = get("deploy/login-offsetd")["spec"]["template"]["spec"]
+    [container] = pod["containers"]
+    root = tmp_path / "pod"
+    mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
+    login_volumes = [v for v in pod["volumes"] if v["name"].startswith("login-")]
+    assert len(login_volumes) == 7
+    for volume in login_volumes:  # what the kubelet writes: each item of the Secret, as a file
+        source = volume["secret"]
+        assert source["defaultMode"] == 0o440
+        data = get(f"secret/{source['secretName']}")["data"]
+        folder = root / mounts[volume["name"]].lstrip("/")
+        folder.mkdir(parents=True)
+        for item in source["items"]:
+            (folder / item["path"]).write_bytes(base64.b64decode(data[item["key"]]))
+    env = {"HOME": str(tmp_path), "PATH": os.environ["PATH"]}
+    for variable in container["env"]:
+        ref = variable.get("valueFrom", {}).get("secretKeyRef")
+        if ref is not None:
+            data = get(f"secret/{ref['name']}")["data"]
+            env[variable["name"]] = base64.b64decode(data[ref["key"]]).decode()
+    assert set(env) - {"HOME", "PATH"} == {
+        "OFFSETD_KAFKA_CLUSTERS__EAST__SASL__PASSWORD",
+        "OFFSETD_KAFKA_CLUSTERS__SSO__SASL__OAUTH__CLIENT_SECRET",
+        "OFFSETD_CONNECT_CLUSTERS__MAIN__AUTH__PASSWORD",
+    }
+    rendered = get("cm/login-offsetd-config")["data"]["offsetd.yaml"]
+    assert not [v for v in secret_values if v in rendered]
+    config = tmp_path / "offsetd.yaml"
+    config.write_text(rendered.replace("/etc/offsetd/logins/", f"{root}/etc/offsetd/logins/"))
+    done = subprocess.run(
+        [str(OFFSETD), "config", "show", f"--config={config}", "--output=json"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert not [v for v in secret_values if v in done.stdout + done.stderr]
+    shown = json.loads(done.stdout)
+    kafka, connect = shown["kafka_clusters"], shown["connect_clusters"]["main"]
+
+    def content(path: str) -> str:
+        return Path(path).read_text()
+
+    assert kafka["main"]["security_protocol"] == "SSL"
+    assert content(kafka["main"]["tls"]["ca_file"]) == kept["my-cluster-cluster-ca-cert"]["ca.crt"]
+    assert content(kafka["main"]["tls"]["cert_file"]) == kept["offsetd"]["user.crt"]
+    assert content(kafka["main"]["tls"]["key_file"]) == kept["offsetd"]["user.key"]
+    assert kafka["main"]["sasl"] is None
+    assert kafka["east"]["security_protocol"] == "SASL_SSL"
+    assert kafka["east"]["sasl"]["mechanism"] == "SCRAM-SHA-512"
+    assert kafka["east"]["sasl"]["username"] == "offsetd"
+    assert kafka["east"]["sasl"]["password"] == REDACTED  # given, by the Secret's variable
+    oauth = kafka["sso"]["sasl"]["oauth"]
+    assert kafka["sso"]["sasl"]["mechanism"] == "OAUTHBEARER"
+    assert oauth["token_endpoint_url"] == "https://sso.example/realms/kafka/token"
+    assert (oauth["client_id"], oauth["scope"]) == ("offsetd", "kafka")
+    assert oauth["client_secret"] == REDACTED
+    assert content(oauth["ca_file"]) == kept["sso-ca"]["tls.crt"]
+    assert connect["auth"] == {"username": "offsetd", "password": REDACTED}
+    assert content(connect["tls"]["ca_file"]) == kept["connect-ca"]["ca.crt"]
+    assert content(connect["tls"]["cert_file"]) == kept["connect-client"]["tls.crt"]
+    assert content(connect["tls"]["key_file"]) == kept["connect-client"]["tls.key"]
 
 
 def test_cluster_wide_rbac_is_accepted(helm: Path, kube: KubeCluster, tmp_path: Path) -> None:
