@@ -20,7 +20,6 @@ import os
 import ssl
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -180,7 +179,9 @@ def test_the_daemon_and_the_cli_log_in_with_the_pods_token_and_take_up_its_rotat
     ) as setup:
         _pause_rule(tmp_path / "rules", setup.prefix)
         before, after = _sink(ns, connect, setup, "a"), _sink(ns, connect, setup, "b")
+        last = _sink(ns, connect, setup, "c")
         name_a, name_b = f"{setup.prefix}-a".lower(), f"{setup.prefix}-b".lower()
+        name_c = f"{setup.prefix}-c".lower()
         setup.start(env=pod.env, wrap=pod.wrap)
 
         produce(setup.west, before, [POISON])
@@ -217,9 +218,11 @@ def test_the_daemon_and_the_cli_log_in_with_the_pods_token_and_take_up_its_rotat
         assert json.loads(listed.stdout), listed.stdout
         assert ns.configmap(f"{name_a}-offsetd-list-offsets") is not None  # through Strimzi
 
-        # Revoked and not rotated: one line naming the token file, never the token.
+        # Revoked and not rotated (B revoked too, the file holding revoked A): one line naming
+        # the token file, never the token.
         pod.folder.write(token_a)
-        time.sleep(0.1)
+        pod.revoke("offsetd-token-b")
+        wait_for("the API server to refuse token B", lambda: pod.answer(token_b) == 401, 30)
         stale = pod.offsetd(setup.config, "offsets", "list", name_a)
         assert stale.returncode == 56, stale.stdout + stale.stderr
         lines = stale.stderr.strip().splitlines()
@@ -227,3 +230,16 @@ def test_the_daemon_and_the_cli_log_in_with_the_pods_token_and_take_up_its_rotat
         assert TOKEN_FILE in lines[0], lines
         assert "Traceback" not in stale.stderr
         assert token_a not in stale.stdout + stale.stderr
+        print(f"the refused CLI said: {lines[0]}")
+
+        # The daemon, its token revoked and not rotated: the action fails naming the file.
+        produce(setup.west, last, [POISON])
+        failed = setup.wait_outcome(name_c, "failed", timeout_s=120)
+        print(f"the refused daemon's outcome: {failed.get('message')}")
+        assert TOKEN_FILE in str(failed.get("message")), failed
+        log = setup.daemon.log()
+        assert token_a not in log
+        assert token_b not in log
+        assert "Traceback" not in log, log[-3000:]
+        assert setup.daemon.proc is not None
+        assert setup.daemon.proc.poll() is None  # it keeps running, and says why it cannot act
