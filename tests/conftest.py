@@ -46,6 +46,7 @@ GROUPS: dict[str, tuple[str, ...]] = {
         "test_strimzi_daemon",
         "test_strimzi",
         "test_scale_tasks_strimzi",
+        "test_strimzi_in_cluster",
     ),
     # timing assertions that must not meet each other: restart gaps, lag cycles and the one-shot
     # command, crash recovery times, the storm's latency

@@ -8,6 +8,7 @@ import signal
 import socket
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -73,19 +74,22 @@ class Daemon:
         *,
         args: list[str] | None = None,
         env: dict[str, str] | None = None,
+        wrap: Callable[[list[str]], list[str]] | None = None,
     ) -> None:
         """`args` replace `run --config <config>` (e.g. a Deployment's container args); `env`
-        is added to the environment."""
+        is added to the environment; `wrap` turns the command line into the one started (e.g.
+        in a pod's mount namespace: offsetd.devstack.kubelet)."""
         self.config, self.log_path, self.port = config, log, port
         self.args = args if args is not None else ["run", "--config", str(config)]
         self.env = env or {}
+        self.wrap = wrap or (lambda argv: argv)
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self, wait: bool = True) -> None:
         """Start it; with `wait`, until /metrics answers."""
         with self.log_path.open("ab") as log:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "offsetd", *self.args],
+                self.wrap([sys.executable, "-m", "offsetd", *self.args]),
                 env={**os.environ, **self.env},
                 stdout=log,
                 stderr=subprocess.STDOUT,

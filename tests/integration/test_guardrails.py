@@ -76,13 +76,19 @@ class Setup:
         result: dict[str, Any] = self.data["remediation"]
         return result
 
-    def start(self, args: list[str] | None = None, env: dict[str, str] | None = None) -> Daemon:
+    def start(
+        self,
+        args: list[str] | None = None,
+        env: dict[str, str] | None = None,
+        wrap: Callable[[list[str]], list[str]] | None = None,
+    ) -> Daemon:
         self.daemon = Daemon(
             self.config,
             self.tmp / "daemon.log",
             self.data["daemon"]["web_port"],
             args=args,
             env=env,
+            wrap=wrap,
         )
         self.daemon.start()
         return self.daemon

@@ -378,6 +378,7 @@ def test_the_default_rendering_is_accepted_and_complete(
         assert got["metadata"]["labels"]["app.kubernetes.io/name"] == "offsetd"
     deployment = json.loads(kubectl(kube, "get", "-n", namespace, "deploy/offsetd", "-o=json"))
     pod = deployment["spec"]["template"]["spec"]
+    assert pod["automountServiceAccountToken"] is True  # the in-cluster login's token
     [container] = pod["containers"]
     assert container["args"] == [
         "run",

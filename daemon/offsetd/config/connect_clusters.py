@@ -79,10 +79,12 @@ class StrimziAccess(ConfigModel):
     with `strimzi.io/use-connector-resources: "true"` named `kafka_connect`, or whose status URL
     is this cluster's `url`) and then changes connectors through their KafkaConnector and
     KafkaMirrorMaker2 resources. Credentials: `kubeconfig` (and `context`), else `$KUBECONFIG` or
-    `~/.kube/config`, else the pod's service account.
+    `~/.kube/config`, else the pod's service account. `namespace`: where the resources are; when
+    not set, the credentials' own: the pod's namespace (its service account's `namespace` file)
+    in-cluster, else the kubeconfig context's namespace (`default` if it names none).
     """
 
-    namespace: NonEmptyStr
+    namespace: NonEmptyStr | None = None
     kafka_connect: NonEmptyStr | None = None
     kubeconfig: Path | None = None
     context: NonEmptyStr | None = None

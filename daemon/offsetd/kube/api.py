@@ -2,20 +2,18 @@
 in one namespace, with field manager `offsetd`, as plain JSON-shaped data.
 
 Every failure becomes `KubernetesError`: a 403 repeats the API server's own words, which name
-the verb, the resource and the service account, and points at the shipped Role; nothing of the
-credentials is ever part of a message.
+the verb, the resource and the service account, and points at the shipped Role; a 401 names
+where the credentials came from (the kubeconfig, or the pod's token file: offsetd.kube.login);
+nothing of the credentials themselves is ever part of a message.
 """
 
 from __future__ import annotations
 
 import asyncio
-import os
-from pathlib import Path
 from typing import Any, Literal
 
 import httpx2
-from lightkube import ApiError, AsyncClient, ConfigError, KubeConfig
-from lightkube.config.kubeconfig import SingleConfig
+from lightkube import ApiError, AsyncClient, ConfigError
 from lightkube.generic_resource import GenericNamespacedResource, create_namespaced_resource
 from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.core_v1 import ConfigMap
@@ -23,6 +21,7 @@ from lightkube.types import PatchType
 
 from offsetd.config.connect_clusters import StrimziAccess
 from offsetd.errors import KubernetesError
+from offsetd.kube.login import Login, load_login, refused
 
 __all__ = [
     "FIELD_MANAGER",
@@ -47,30 +46,14 @@ _ROLE_HINT = "grant it in the Role offsetd runs with (deploy/kubernetes/offsetd-
 
 def open_kube(access: StrimziAccess) -> KubeApi:
     """A client for `access`: its kubeconfig (and context), else $KUBECONFIG or ~/.kube/config,
-    else the pod's service account."""
+    else the pod's service account (offsetd.kube.login)."""
     key = access.model_dump_json()
     if key not in _OPENED:
-        _OPENED[key] = KubeApi(_load_config(access), access.namespace)
+        _OPENED[key] = KubeApi(load_login(access))
     return _OPENED[key]
 
 
 _OPENED: dict[str, KubeApi] = {}
-
-
-def _load_config(access: StrimziAccess) -> SingleConfig:
-    try:
-        if access.kubeconfig is not None:
-            config = KubeConfig.from_file(access.kubeconfig)
-        elif os.environ.get("KUBECONFIG") or Path("~/.kube/config").expanduser().is_file():
-            config = KubeConfig.from_file(os.environ.get("KUBECONFIG") or "~/.kube/config")
-        else:
-            config = KubeConfig.from_service_account()
-        single = config.get(context_name=access.context)
-    except (ConfigError, KeyError, OSError) as exc:
-        raise KubernetesError(f"cannot load Kubernetes credentials: {exc}") from None
-    if single is None:
-        raise KubernetesError("the kubeconfig names no current context: set strimzi.context")
-    return single
 
 
 class KubeApi:
@@ -80,9 +63,10 @@ class KubeApi:
     daemon has one; a CLI command or a test may run several in turn).
     """
 
-    def __init__(self, config: SingleConfig, namespace: str) -> None:
-        self.config = config
-        self.namespace = namespace
+    def __init__(self, login: Login) -> None:
+        self.login = login
+        self.config = login.config
+        self.namespace = login.namespace
         self._version: str | None = None
         self._clients: dict[int, AsyncClient] = {}
 
@@ -106,13 +90,13 @@ class KubeApi:
                 except ApiError as exc:
                     if exc.status.code == 404:
                         continue
-                    raise _error(exc, "list", f"kafkaconnects.{GROUP}") from None
+                    raise self._error(exc, "list", f"kafkaconnects.{GROUP}") from None
                 except httpx2.HTTPStatusError as exc:  # an unserved version: a plain-text 404
                     if exc.response.status_code == 404:
                         continue
-                    raise _unreachable(exc) from None
-                except httpx2.HTTPError as exc:
-                    raise _unreachable(exc) from None
+                    raise self._unreachable(exc) from None
+                except (httpx2.HTTPError, ConfigError) as exc:
+                    raise self._unreachable(exc) from None
                 self._version = version
                 break
             else:
@@ -129,17 +113,17 @@ class KubeApi:
         try:
             return _plain(await self.client.get(await self._kind(kind), name))
         except ApiError as exc:
-            raise _error(exc, "get", f"{KINDS[kind]}.{GROUP} {name}") from None
-        except httpx2.HTTPError as exc:
-            raise _unreachable(exc) from None
+            raise self._error(exc, "get", f"{KINDS[kind]}.{GROUP} {name}") from None
+        except (httpx2.HTTPError, ConfigError) as exc:
+            raise self._unreachable(exc) from None
 
     async def list(self, kind: Kind) -> list[dict[str, Any]]:
         try:
             return [_plain(r) async for r in self.client.list(await self._kind(kind))]
         except ApiError as exc:
-            raise _error(exc, "list", f"{KINDS[kind]}.{GROUP}") from None
-        except httpx2.HTTPError as exc:
-            raise _unreachable(exc) from None
+            raise self._error(exc, "list", f"{KINDS[kind]}.{GROUP}") from None
+        except (httpx2.HTTPError, ConfigError) as exc:
+            raise self._unreachable(exc) from None
 
     async def patch(
         self, kind: Kind, name: str, body: Any, *, json_patch: bool = False
@@ -151,9 +135,9 @@ class KubeApi:
                 await self.client.patch(await self._kind(kind), name, body, patch_type=patch_type)
             )
         except ApiError as exc:
-            raise _error(exc, "patch", f"{KINDS[kind]}.{GROUP} {name}") from None
-        except httpx2.HTTPError as exc:
-            raise _unreachable(exc) from None
+            raise self._error(exc, "patch", f"{KINDS[kind]}.{GROUP} {name}") from None
+        except (httpx2.HTTPError, ConfigError) as exc:
+            raise self._unreachable(exc) from None
 
     async def configmap_data(self, name: str) -> dict[str, str] | None:
         """The ConfigMap's data; None when there is no such ConfigMap."""
@@ -162,9 +146,9 @@ class KubeApi:
         except ApiError as exc:
             if exc.status.code == 404:
                 return None
-            raise _error(exc, "get", f"configmaps {name}") from None
-        except httpx2.HTTPError as exc:
-            raise _unreachable(exc) from None
+            raise self._error(exc, "get", f"configmaps {name}") from None
+        except (httpx2.HTTPError, ConfigError) as exc:
+            raise self._unreachable(exc) from None
         return dict(found.data or {})
 
     async def put_configmap(self, name: str, data: dict[str, str], labels: dict[str, str]) -> None:
@@ -176,34 +160,39 @@ class KubeApi:
             return
         except ApiError as exc:
             if exc.status.code != 409:
-                raise _error(exc, "create", f"configmaps {name}") from None
-        except httpx2.HTTPError as exc:
-            raise _unreachable(exc) from None
+                raise self._error(exc, "create", f"configmaps {name}") from None
+        except (httpx2.HTTPError, ConfigError) as exc:
+            raise self._unreachable(exc) from None
         try:
             await self.client.patch(ConfigMap, name, {"data": data}, patch_type=PatchType.MERGE)
         except ApiError as exc:
-            raise _error(exc, "patch", f"configmaps {name}") from None
-        except httpx2.HTTPError as exc:
-            raise _unreachable(exc) from None
+            raise self._error(exc, "patch", f"configmaps {name}") from None
+        except (httpx2.HTTPError, ConfigError) as exc:
+            raise self._unreachable(exc) from None
+
+    def _error(self, exc: ApiError, verb: str, what: str) -> KubernetesError:
+        code = exc.status.code
+        words = exc.status.message or exc.status.reason or "no message"
+        if code == 401:
+            return refused(self.login, verb, what, words)
+        if code == 403:
+            return KubernetesError(f"Kubernetes refused to {verb} {what}: {words}; {_ROLE_HINT}",
+                                   status=code)  # fmt: skip
+        retriable = code in (409, 429) or (code is not None and code >= 500)
+        return KubernetesError(
+            f"Kubernetes could not {verb} {what} ({code}): {words}",
+            status=code,
+            retriable=retriable,
+        )
+
+    def _unreachable(self, exc: httpx2.HTTPError | ConfigError) -> KubernetesError:
+        if isinstance(exc, ConfigError):  # the token file went away under a running client
+            return KubernetesError(f"cannot read {self.login.source}: {exc}")
+        return KubernetesError(
+            f"the Kubernetes API could not be reached: {type(exc).__name__}: {exc}",
+            retriable=True,
+        )
 
 
 def _plain(resource: Any) -> dict[str, Any]:
     return dict(resource.to_dict())
-
-
-def _error(exc: ApiError, verb: str, what: str) -> KubernetesError:
-    code = exc.status.code
-    words = exc.status.message or exc.status.reason or "no message"
-    if code == 403:
-        return KubernetesError(f"Kubernetes refused to {verb} {what}: {words}; {_ROLE_HINT}",
-                               status=code)  # fmt: skip
-    retriable = code in (409, 429) or (code is not None and code >= 500)
-    return KubernetesError(
-        f"Kubernetes could not {verb} {what} ({code}): {words}", status=code, retriable=retriable
-    )
-
-
-def _unreachable(exc: httpx2.HTTPError) -> KubernetesError:
-    return KubernetesError(
-        f"the Kubernetes API could not be reached: {type(exc).__name__}: {exc}", retriable=True
-    )
