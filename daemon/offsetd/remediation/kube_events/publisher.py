@@ -104,6 +104,7 @@ class KubeEvents:
         self.now = now
         self._capacity = capacity
         self._queue: asyncio.Queue[tuple[EventNote, datetime]] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._task: asyncio.Task[None] | None = None
         self._places: dict[str, _Place] = {}
         self._found: dict[tuple[str, str], tuple[float, Regarding | None]] = {}
@@ -153,8 +154,9 @@ class KubeEvents:
             self._task = None
 
     def _started(self) -> asyncio.Queue[tuple[EventNote, datetime]]:
-        if self._queue is None:
-            self._queue = asyncio.Queue(self._capacity)
+        loop = asyncio.get_running_loop()
+        if self._queue is None or self._loop is not loop:  # a queue belongs to one loop
+            self._queue, self._task, self._loop = asyncio.Queue(self._capacity), None, loop
         if self._task is None or self._task.done():
             self._task = asyncio.create_task(self._run(self._queue), name="kube-events")
         return self._queue
@@ -172,6 +174,7 @@ class KubeEvents:
             await asyncio.sleep(self.coalesce_s)
 
     async def _write_batch(self, batch: list[tuple[EventNote, datetime]]) -> None:
+        self._forget_old()
         groups: dict[_Key, list[tuple[EventNote, datetime]]] = {}
         for note, at in batch:
             groups.setdefault(note.key, []).append((note, at))
@@ -224,6 +227,15 @@ class KubeEvents:
                 )
             )
         self._counted(last_note)
+
+    def _forget_old(self) -> None:
+        """Series past their window and stale locations: memory stays bounded by what
+        happened lately, however long the worker runs."""
+        now = time.monotonic()
+        for key in [k for k, v in self._series.items() if now - v.seen_s > self.series_window_s]:
+            del self._series[key]
+        for where in [k for k, (at, _) in self._found.items() if now - at > self.locate_ttl_s]:
+            del self._found[where]
 
     def _place(self, connect_cluster: str) -> _Place:
         place = self._places.get(connect_cluster)
