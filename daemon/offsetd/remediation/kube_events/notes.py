@@ -49,7 +49,7 @@ __all__ = [
 
 EventType = Literal["Normal", "Warning"]
 
-EXECUTED = "RemediationExecuted"  # an action type this table does not know (none today)
+EXECUTED = "RemediationExecuted"  # an action type the catalogue does not know (none today)
 OBSERVED = "RemediationObserved"
 NOT_NEEDED = "RemediationNotNeeded"
 HELD = "RemediationHeld"
