@@ -1,11 +1,11 @@
-"""Runs the daemon's remediation layer on one decision, or recovers, in its own process.
+"""Runs the daemon's remediation layer on decisions, or recovers, in its own process.
 
-`python -m tests.integration.saga_runner CONFIG run DECISION.json` writes the decision to the
-audit (as the daemon does) and handles it; `... CONFIG recover` starts the remediation layer the
-way `offsetd run` does after a crash (unfinished sagas, decisions with no outcome) and waits
-until that work is done. With OFFSETD_TEST_HOOKS=1 and OFFSETD_FAULT set, `run` dies at the
-chosen point, exactly like a killed daemon. The production code path is the one `offsetd run`
-uses (`build_remediator`); only faust's stream is left out.
+`python -m tests.integration.saga_runner CONFIG run DECISION.json...` writes each decision to
+the audit (as the daemon does) and handles it, in turn; `... CONFIG recover` starts the
+remediation layer the way `offsetd run` does after a crash (unfinished sagas, decisions with no
+outcome) and waits until that work is done. With OFFSETD_TEST_HOOKS=1 and OFFSETD_FAULT set,
+`run` dies at the chosen point, exactly like a killed daemon. The production code path is the
+one `offsetd run` uses (`build_remediator`); only faust's stream is left out.
 """
 
 from __future__ import annotations
@@ -78,14 +78,16 @@ async def remediation_layer(
         audit.close()
 
 
-async def main(config: Path, mode: str, decision_file: Path | None) -> int:
+async def main(config: Path, mode: str, decision_files: list[Path]) -> int:
     async with remediation_layer(config) as (remediator, audit):
         if mode == "run":
-            assert decision_file is not None
-            decision = Decision.model_validate_json(decision_file.read_text())
-            await audit.write(decision.audit_record())
-            outcome = await remediator.handle(decision)
-            print(json.dumps({"outcome": outcome}))
+            assert decision_files
+            outcomes = []
+            for decision_file in decision_files:  # in turn, in one process (one worker's life)
+                decision = Decision.model_validate_json(decision_file.read_text())
+                await audit.write(decision.audit_record())
+                outcomes.append(await remediator.handle(decision))
+            print(json.dumps({"outcome": outcomes[-1], "outcomes": outcomes}))
         else:
             await remediator.start(lambda _cluster, _connector: True)
             await remediator.idle()
@@ -96,4 +98,4 @@ async def main(config: Path, mode: str, decision_file: Path | None) -> int:
 if __name__ == "__main__":
     logging.basicConfig(level=logging.INFO)
     args = sys.argv[1:]
-    sys.exit(asyncio.run(main(Path(args[0]), args[1], Path(args[2]) if len(args) > 2 else None)))
+    sys.exit(asyncio.run(main(Path(args[0]), args[1], [Path(a) for a in args[2:]])))

@@ -591,6 +591,7 @@ def test_the_charts_service_account_may_do_exactly_what_the_strimzi_backend_need
     token = kube.kubeconfig_for(namespace, "rbac-offsetd")
     assert _rights(kube, token, namespace) == {
         "configmaps": ["create", "get", "patch"],
+        "events.events.k8s.io": ["create", "patch"],
         "kafkaconnectors.kafka.strimzi.io": ["get", "list", "patch"],
         "kafkaconnects.kafka.strimzi.io": ["get", "list"],
         "kafkamirrormaker2s.kafka.strimzi.io": ["get", "list", "patch"],

@@ -6,16 +6,19 @@ settings (`shorten_restart_backoff`: the real one is proven once, there), on sin
 KafkaConnectors, while the stand-in
 operator reconciles every 5 s: the restart rule restarts through `strimzi.io/restart-task`,
 locating with one-record batches changes `spec.config` (a REST change would be put back) and
-restores it exactly, and the skip stops, writes and resumes through the resource.
+restores it exactly, and the skip stops, writes and resumes through the resource; each skip
+leaves its Kubernetes Event on the KafkaConnector.
 """
 
 from __future__ import annotations
 
 import time
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import pytest
+from lightkube.resources.events_v1 import Event
 from ruamel.yaml import YAML
 
 from offsetd.devstack.stack import StackInfo
@@ -27,6 +30,7 @@ from tests.integration.kafkautil import (
     json_file_sink,
     produce,
     unique,
+    wait_for,
 )
 from tests.integration.strimzi_env import StrimziNamespace
 from tests.integration.test_guardrails import (
@@ -125,3 +129,22 @@ def test_the_daemon_skips_a_poison_record_in_strimzi_managed_sinks_through_the_r
                 and r["outcome"] == "executed"
             ]
             assert len(skips) == 1, skips
+    # `offsetd run`'s own path (the faust worker) left one RecordSkipped Event on each
+    # KafkaConnector, written with the shipped Role's token
+    for sink in sinks:
+        [event] = wait_for(
+            f"the RecordSkipped Event of {sink.name}", partial(_skipped_events, ns, sink.name), 30
+        )
+        uid = ns.get("KafkaConnector", sink.name)["metadata"]["uid"]
+        assert event.regarding is not None
+        assert event.regarding.uid == uid
+        assert f"record {sink.topic}/0@{poison[sink.name]}" in (event.note or "")
+        assert event.series is None
+
+
+def _skipped_events(ns: StrimziNamespace, name: str) -> list[Event]:
+    return [
+        e
+        for e in ns.admin.list(Event, namespace=ns.namespace)
+        if e.regarding is not None and e.regarding.name == name and e.reason == "RecordSkipped"
+    ]

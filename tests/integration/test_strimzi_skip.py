@@ -6,6 +6,10 @@ resumed under it; offsetd stops through `spec.state`, writes the offsets through
 process running the saga is killed (SIGKILL-equivalent exit through the test hooks) at a step
 and a new one recovers it.
 
+The plain run also reads back, with kubectl, the Kubernetes Events offsetd leaves on the
+KafkaConnector (`offsetd.remediation.kube_events`): the skip's `RecordSkipped`, then two rewinds
+refused because Argo CD owns the resource, one `RemediationFailed` Event counted twice.
+
 About 2.5 minutes in one lane: each step waits for the stand-in operator's reconciles, and each
 crash point is a real process killed and recovered.
 """
@@ -14,6 +18,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import shutil
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +28,7 @@ from ruamel.yaml import YAML
 
 from offsetd.config import load_settings
 from offsetd.connect.client import ConnectClient as OffsetdConnectClient
+from offsetd.engine.decision import Decision, EventSummary, PlannedAction
 from offsetd.offsets.backend import BackendRequest
 from offsetd.offsets.registry import stepwise_backend_for
 from offsetd.offsets.snapshots.files import FileSnapshotStore
@@ -110,6 +117,102 @@ def test_a_poison_record_in_a_strimzi_managed_sink_is_skipped_exactly_once(
     assert alter is not None, "the offsets went through Strimzi's alterOffsets ConfigMap"
     written = json.loads(alter["offsets.json"])["offsets"]
     assert written[0]["offset"] == {"kafka_offset": p.poison + 1}
+    if step is None:
+        _the_events_tell_kubectl_what_offsetd_did(ns, p, config, decision, tmp_path)
+
+
+def _kubectl(ns: StrimziNamespace, *args: str) -> str:
+    tool = shutil.which("kubectl")
+    assert tool, "kubectl reads the Events back"
+    done = subprocess.run(
+        [tool, f"--kubeconfig={ns.kube.info().admin_kubeconfig}", "-n", ns.namespace, *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def _offsetds_events(ns: StrimziNamespace, name: str) -> list[dict[str, Any]]:
+    """The namespace's Events about KafkaConnector `name` written by offsetd, as events.k8s.io/v1
+    (`regarding`, `note`, `series`), read back with kubectl and the admin's kubeconfig."""
+    found = json.loads(_kubectl(ns, "get", "events.v1.events.k8s.io", "-o", "json"))["items"]
+    return sorted(
+        (
+            e
+            for e in found
+            if e.get("regarding", {}).get("name") == name
+            and e.get("reportingController") == "offsetd.io/remediation"
+        ),
+        key=lambda e: str(e["eventTime"]),
+    )
+
+
+def _rewind_decision(p: Poisoned, n: int) -> Decision:
+    """A rewind of the sink to its start (not caused by a failure: no breaker involved)."""
+    skip = skip_decision(p)
+    return skip.model_copy(
+        update={
+            "id": unique(f"rewind{n}"),
+            "rule": "rewind-after-incident",
+            "key": f"connector={p.name},rewind={n}",
+            "actions": (PlannedAction(type="rewind", params={"to_timestamp_ms": 0}),),
+            "record": None,
+            "record_status": None,
+            "inputs": skip.inputs.model_copy(
+                update={"trigger": EventSummary(kind="task_status", state="RUNNING")}
+            ),
+        }
+    )
+
+
+def _the_events_tell_kubectl_what_offsetd_did(
+    ns: StrimziNamespace, p: Poisoned, config: Path, skip_file: Path, tmp: Path
+) -> None:
+    skip = Decision.model_validate_json(skip_file.read_text())
+    uid = ns.get("KafkaConnector", p.name)["metadata"]["uid"]
+    [skipped] = _offsetds_events(ns, p.name)
+    assert (skipped["reason"], skipped["type"], skipped["action"]) == (
+        "RecordSkipped",
+        "Normal",
+        "skip-record",
+    )
+    assert f"record {p.topic}/0@{p.poison}" in skipped["note"]
+    assert f"offsetd history --incident {skip.id}" in skipped["note"]
+    assert skipped["regarding"]["uid"] == uid
+    assert skipped["regarding"]["kind"] == "KafkaConnector"
+    assert skipped["reportingInstance"]
+    assert "series" not in skipped
+
+    # Argo CD now owns the resource: each rewind is aborted before anything moves, and the
+    # two failures of one cause are one Event counted twice (not two Events).
+    ns.patch(
+        "KafkaConnector", p.name, {"metadata": {"labels": {"argocd.argoproj.io/instance": "kafka"}}}
+    )
+    files = []
+    for n in (1, 2):
+        files.append(tmp / f"rewind{n}.json")
+        files[-1].write_text(_rewind_decision(p, n).model_dump_json())
+    done = spawn(config, "run", *map(str, files))
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert json.loads(done.stdout.splitlines()[-1])["outcomes"] == ["aborted", "aborted"]
+    events = _offsetds_events(ns, p.name)
+    assert [e["reason"] for e in events] == ["RecordSkipped", "RemediationFailed"], events
+    failed = events[1]
+    assert (failed["type"], failed["action"], failed["series"]["count"]) == ("Warning", "rewind", 2)
+    assert "Argo CD" in failed["note"]
+    assert "rewind1" in failed["note"]
+    assert failed["metadata"]["annotations"]["offsetd.io/last-decision"].startswith("rewind2")
+
+    # kubectl describe shows them (core/v1 view: `involvedObject` selected by the uid)
+    described = _kubectl(ns, "describe", "kafkaconnector", p.name)
+    assert "RecordSkipped" in described, described
+    assert "RemediationFailed" in described, described
+    assert "(x2 over" in described, described
+    token = json.loads(ns.offsetd_kubeconfig.read_text())["users"][0]["user"]["token"]
+    assert token not in json.dumps(events)
 
 
 def test_a_failed_task_is_restarted_through_strimzi_io_restart_task(

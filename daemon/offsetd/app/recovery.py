@@ -78,4 +78,9 @@ def remediation_start(app: faust.App, wiring: Wiring, events_topic: Any) -> faus
                 aiokafka_auth(wiring.kafka),
             )
 
+        async def on_stop(self) -> None:
+            # the Kubernetes Events still queued get a few seconds (a shutdown must not hang)
+            if remediator is not None and remediator.events is not None:
+                await remediator.events.close()
+
     return RemediationStart()

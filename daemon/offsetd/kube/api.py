@@ -1,5 +1,6 @@
 """The Kubernetes API as offsetd uses it: get, list and patch Strimzi's resources and ConfigMaps
-in one namespace, with field manager `offsetd`, as plain JSON-shaped data.
+in one namespace, with field manager `offsetd`, as plain JSON-shaped data; create and patch the
+events.k8s.io/v1 Events offsetd reports on them (`offsetd.remediation.kube_events`).
 
 Every failure becomes `KubernetesError`: a 403 repeats the API server's own words, which name
 the verb, the resource and the service account, and points at the shipped Role; a 401 names
@@ -10,13 +11,14 @@ nothing of the credentials themselves is ever part of a message.
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import httpx2
 from lightkube import ApiError, AsyncClient, ConfigError
 from lightkube.generic_resource import GenericNamespacedResource, create_namespaced_resource
 from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.core_v1 import ConfigMap
+from lightkube.resources.events_v1 import Event
 from lightkube.types import PatchType
 
 from offsetd.config.connect_clusters import StrimziAccess
@@ -192,6 +194,26 @@ class KubeApi:
             f"the Kubernetes API could not be reached: {type(exc).__name__}: {exc}",
             retriable=True,
         )
+
+    async def create_event(self, body: dict[str, Any]) -> None:
+        """Create an events.k8s.io/v1 Event from its JSON body (times already MicroTime strings:
+        the body is passed through as written, so the server sees exactly those)."""
+        name = str(body.get("metadata", {}).get("name", ""))
+        try:
+            await self.client.create(cast(Event, Event.from_dict(body)))
+        except ApiError as exc:
+            raise self._error(exc, "create", f"events.events.k8s.io {name}") from None
+        except (httpx2.HTTPError, ConfigError) as exc:
+            raise self._unreachable(exc) from None
+
+    async def patch_event(self, name: str, body: dict[str, Any]) -> None:
+        """A JSON merge patch of an Event (its series and annotations: the rest is immutable)."""
+        try:
+            await self.client.patch(Event, name, body, patch_type=PatchType.MERGE)
+        except ApiError as exc:
+            raise self._error(exc, "patch", f"events.events.k8s.io {name}") from None
+        except (httpx2.HTTPError, ConfigError) as exc:
+            raise self._unreachable(exc) from None
 
 
 def _plain(resource: Any) -> dict[str, Any]:

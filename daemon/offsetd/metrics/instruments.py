@@ -121,6 +121,8 @@ class RemediationMetrics:
     connect_requests: Counter
     blast_radius_failing: Gauge
     blast_radius_holds: Counter
+    kube_events: Counter
+    kube_event_failures: Counter
 
     @classmethod
     def create(cls, registry: CollectorRegistry) -> RemediationMetrics:
@@ -196,6 +198,20 @@ class RemediationMetrics:
             blast_radius_holds=Counter(
                 "offsetd_blast_radius_holds",
                 "Decisions the blast radius held back (too many connectors failing: an outage), "
+                "by Connect cluster.",
+                ["connect_cluster"],
+                registry=registry,
+            ),
+            kube_events=Counter(
+                "offsetd_kube_events",
+                "Kubernetes Events written (created, or a repeat counted in one's series) on "
+                "Strimzi's resources, by Connect cluster and reason.",
+                ["connect_cluster", "reason"],
+                registry=registry,
+            ),
+            kube_event_failures=Counter(
+                "offsetd_kube_event_failures",
+                "Kubernetes Events that could not be written (the remediation went on), "
                 "by Connect cluster.",
                 ["connect_cluster"],
                 registry=registry,

@@ -55,6 +55,7 @@ from offsetd.remediation.guards import (
     WritePermit,
     evaluate,
 )
+from offsetd.remediation.kube_events.publisher import KubeEvents
 from offsetd.remediation.notify import named_webhook, notify
 from offsetd.remediation.recent_ids import RecentIds
 from offsetd.remediation.recovery import Recovery
@@ -94,6 +95,8 @@ class Remediator:
     # told every outcome once it is audited (decision, outcome, the audit's extra fields): the
     # app hands it to the engine, which gives back the limits of a decision that did not run
     on_outcome: Callable[[Decision, str, dict[str, Any]], Awaitable[None]] | None = None
+    # Kubernetes Events of the outcomes on Strimzi's resources, queued, written off this path
+    events: KubeEvents | None = None
     _queues: dict[str, asyncio.Queue[Decision | BreakerCheck]] = field(default_factory=dict)
     _workers: dict[str, asyncio.Task[None]] = field(default_factory=dict)
     _skip_pending: dict[str, asyncio.Event] = field(default_factory=dict)
@@ -224,12 +227,16 @@ class Remediator:
         for task in tasks:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
+        if self.events is not None:  # what is queued gets a few seconds, then is dropped
+            await self.events.close()
 
     async def idle(self) -> None:
         """Wait until recoveries and every queued decision are done (tests, shutdown)."""
         await asyncio.gather(*self._recovery.tasks, return_exceptions=True)
         for queue in list(self._queues.values()):
             await queue.join()
+        if self.events is not None:
+            await self.events.flush()
 
     # -- per connector --------------------------------------------------------------------------
 
@@ -382,6 +389,8 @@ class Remediator:
             await self.audit.write(record)
         except OffsetdError as exc:
             log.error("could not audit the outcome of %s (%s): %s", decision.id, outcome, exc)
+        if self.events is not None:  # queued only: never slows or fails the remediation
+            self.events.publish(decision, outcome, message, extra, located)
         level = logging.WARNING if outcome in ("failed", "aborted") else logging.INFO
         log.log(level, "remediation %s: %s %s", decision.id, outcome, message)
         if self.on_outcome is not None and decision.outcome == "planned":

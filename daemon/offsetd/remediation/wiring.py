@@ -19,6 +19,7 @@ from offsetd.remediation.control import ControlStore
 from offsetd.remediation.executor import Remediator
 from offsetd.remediation.failure_window import read_status_since
 from offsetd.remediation.guards import StatusSample
+from offsetd.remediation.kube_events.publisher import KubeEvents
 from offsetd.remediation.quarantine import SagaQuarantine
 from offsetd.remediation.rewind import RewindRunner
 from offsetd.remediation.sagas import SagaStore, hold_beacon
@@ -88,6 +89,7 @@ def build_remediator(
         conf = settings.kafka_clusters[cluster.kafka_cluster].client_config()
         return read_status_since(conf, cluster.status_topic, since_ms)
 
+    events = KubeEvents(connect, owner, metrics)  # Strimzi-managed connectors' Events
     return Remediator(
         settings=remediation,
         connect=connect,
@@ -102,4 +104,5 @@ def build_remediator(
         owner=owner,
         rewind=RewindRunner(settings, owner=owner),
         failures=failures,
+        events=events if events.active else None,
     )

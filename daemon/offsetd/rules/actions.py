@@ -5,10 +5,11 @@ stop, resume, rewind, scale tasks, notify — each one's model and what it does.
 notify `summary` is plain text (never a template), a webhook URL never appears in messages.
 
 Every action declares its `effects` on its model, once: whether it writes to Connect, moves
-offsets, skips a record, plans a backoff, tells people. The engine, the guards, the executor
-and the rule tests ask `effects_of(type)`, never a list of names — so an action added here
-without its effects cannot slip past a guard (tests/unit/rules/test_action_registry.py ties
-this catalogue to the executor's handlers).
+offsets, skips a record, plans a backoff, tells people; and how it is `reported` once it ran
+(the Kubernetes Event's reason, `offsetd.remediation.kube_events`). The engine, the guards, the
+executor and the rule tests ask `effects_of(type)` and `reported_of(type)`, never a list of
+names — so an action added here without its effects cannot slip past a guard
+(tests/unit/rules/test_action_registry.py ties this catalogue to the executor's handlers).
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ __all__ = [
     "Effects",
     "Notify",
     "Pause",
+    "Reported",
     "RestartFailedTasks",
     "RestartTasks",
     "Resume",
@@ -44,6 +46,7 @@ __all__ = [
     "SkipRecord",
     "Stop",
     "effects_of",
+    "reported_of",
     "rule_timestamp",
 ]
 
@@ -82,6 +85,15 @@ class Effects:
         )
 
 
+@dataclass(frozen=True, slots=True)
+class Reported:
+    """How an executed action is reported: the Kubernetes Event's `reason` (CamelCase, stable:
+    alerts select on it) and `done`, the words for what was done."""
+
+    reason: str
+    done: str
+
+
 class ActionModel(RuleModel):
     """One action as a rule writes it; a subclass declares its `type` and its `effects`.
 
@@ -91,6 +103,7 @@ class ActionModel(RuleModel):
     """
 
     effects: ClassVar[Effects]
+    reported: ClassVar[Reported]
     type: str
 
     def planned_params(self) -> dict[str, Any]:
@@ -122,6 +135,7 @@ class RestartFailedTasks(ActionModel):
     """Restart the connector's failed tasks (Connect never restarts a failed task by itself)."""
 
     effects = Effects(writes=True, backoff=True)
+    reported = Reported("TasksRestarted", "restarted failed tasks")
     type: Literal["restart-failed-tasks"]
     backoff: Backoff = Field(default_factory=Backoff)
 
@@ -132,6 +146,7 @@ class RestartTasks(ActionModel):
     is FAILED and `restart-failed-tasks` would restart nothing."""
 
     effects = Effects(writes=True, backoff=True)
+    reported = Reported("TasksRestarted", "restarted tasks")
     type: Literal["restart-tasks"]
     backoff: Backoff = Field(default_factory=Backoff)
 
@@ -144,6 +159,7 @@ class SkipRecord(ActionModel):
     """
 
     effects = Effects(writes=True, moves_offsets=True, skips_record=True)
+    reported = Reported("RecordSkipped", "skipped a poison record")
     type: Literal["skip-record"]
     single_record_batches: bool = Field(
         True,
@@ -159,16 +175,19 @@ class SkipRecord(ActionModel):
 
 class Pause(ActionModel):
     effects = Effects(writes=True)
+    reported = Reported("ConnectorPaused", "paused the connector")
     type: Literal["pause"]
 
 
 class Stop(ActionModel):
     effects = Effects(writes=True)
+    reported = Reported("ConnectorStopped", "stopped the connector")
     type: Literal["stop"]
 
 
 class Resume(ActionModel):
     effects = Effects(writes=True)
+    reported = Reported("ConnectorResumed", "resumed the connector")
     type: Literal["resume"]
 
 
@@ -176,6 +195,7 @@ class Rewind(ActionModel):
     """Rewind to a timestamp (resolved per partition) or apply an offsets plan file."""
 
     effects = Effects(writes=True, moves_offsets=True)
+    reported = Reported("OffsetsAltered", "altered the connector's offsets")
     type: Literal["rewind"]
     to_timestamp: AwareDatetime | None = Field(
         None, description="ISO 8601 with a time zone, e.g. 2024-05-01T14:02:00Z."
@@ -205,6 +225,7 @@ class ScaleTasks(ActionModel):
     """
 
     effects = Effects(writes=True)
+    reported = Reported("TasksScaled", "changed tasks.max")
     type: Literal["scale-tasks"]
     to: Annotated[int, Field(ge=1, le=10_000)] | None = None
     by: Annotated[int, Field(ge=-10_000, le=10_000)] | None = None
@@ -256,6 +277,7 @@ class Notify(ActionModel):
     secret (an environment variable) instead of the rules."""
 
     effects = Effects(tells_people=True)
+    reported = Reported("PersonNotified", "told people")
     type: Literal["notify"]
     severity: Literal["info", "warning", "critical"] = "warning"
     webhook: Annotated[str, AfterValidator(_check_webhook)] | None = None
@@ -293,6 +315,12 @@ def effects_of(types: str | Iterable[str]) -> Effects:
     for name in types:
         found = found | effects_of(name)
     return found
+
+
+def reported_of(action_type: str) -> Reported | None:
+    """How an executed action of this type is reported (None: a type the catalogue lacks)."""
+    model = ACTIONS.get(action_type)
+    return model.reported if model is not None else None
 
 
 def rule_timestamp(value: datetime) -> int:
