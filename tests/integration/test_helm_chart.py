@@ -477,9 +477,8 @@ def test_each_login_is_taken_by_reference_and_no_secret_value_is_rendered(
     kept = login_secrets()
     secret_values = [v for data in kept.values() for v in data.values()]
     for name, data in kept.items():
-        secret = {"apiVersion": "v1", "kind": "Secret", "type": "Opaque"}
-        secret["metadata"] = {"name": name, "namespace": namespace}
-        secret["stringData"] = data
+        metadata = {"name": name, "namespace": namespace}
+        secret = {"apiVersion": "v1", "kind": "Secret", "metadata": metadata, "stringData": data}
         apply(kube, json.dumps(secret))
     manifest = render(helm, "login", namespace, logins_values(), tmp_path)
     assert not [v for v in secret_values if v in manifest]
