@@ -193,11 +193,12 @@ def test_a_missing_or_untrusted_certificate_is_one_line(
             [line] = done.stderr.strip().splitlines()  # one line, no librdkafka log
             assert words in line, (args, line)
             assert "Kafka" in line, (args, line)
-    done = transcript.run(untrusted, "offsets", "list", "heartbeat-audit", timeout=60)
-    assert done.returncode == TlsFailed.exit_code, done.stderr
-    [line] = done.stderr.strip().splitlines()
-    assert "Connect at https://" in line, line
-    assert "refused the client certificate" in line, line
+    for wrong in (untrusted, anonymous):  # Connect's REST API
+        done = transcript.run(wrong, "offsets", "list", "heartbeat-audit", timeout=60)
+        assert done.returncode == TlsFailed.exit_code, done.stderr
+        [line] = done.stderr.strip().splitlines()
+        assert "Connect at https://" in line, line
+        assert "refused the client certificate" in line, line
 
 
 # -- the daemon ---------------------------------------------------------------------------------
