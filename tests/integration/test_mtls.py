@@ -153,8 +153,13 @@ def test_offsetd_logs_in_with_its_certificate_and_its_acls_only(
         )
         assert sorted(str(b) for b in found.result(timeout=30)) == wanted, alias
 
-    lag = transcript.json_of(config, "lag")
-    assert not lag["errors"], lag["errors"]
+    def checkpointed() -> dict[str, Any] | None:
+        """`offsetd lag` once MM2 checkpointed the audit group (a fresh stack: not yet)."""
+        lag: dict[str, Any] = transcript.json_of(config, "lag")
+        assert not lag["errors"], lag["errors"]
+        return lag if lag["checkpoints"] else None
+
+    lag = wait_for("MM2's first checkpoint in `offsetd lag`", checkpointed, timeout_s=120)
     assert [p["topic"] for p in lag["partitions"]] == ["heartbeats"]  # MM2's, read on both
     assert [c["group"] for c in lag["checkpoints"]] == ["heartbeat-audit"]  # its group offsets
 
