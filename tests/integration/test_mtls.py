@@ -178,7 +178,7 @@ def test_a_missing_or_untrusted_certificate_is_one_line(
     in one line saying so, exit code 60, at once."""
     keytool = keytool_of(java_executable())
     stranger_ca = make_ca(keytool, tmp_path, "stranger-ca", "stranger-pw")
-    stranger = client_certificate(keytool, stranger_ca, tmp_path, "offsetd", "stranger-pw")
+    stranger = client_certificate(stranger_ca, tmp_path, "offsetd", "stranger-pw")
     ca = mtls_stack.security["ca_pem"]
     untrusted = _with_tls(
         config,
@@ -332,9 +332,8 @@ def test_a_certificate_principal_missing_one_acl_is_told_which(
     `User:CN=offsetd-lp-…`, the operation and the group (exit 58); granted, it passes."""
     name = f"offsetd-lp-{uuid.uuid4().hex[:6]}"
     tls = _folder(mtls_stack) / "tls"
-    keytool = keytool_of(java_executable())
     ca = (tls / "ca.p12", tls / "ca.pem")
-    cert = client_certificate(keytool, ca, tmp_path, name, _store_password(mtls_stack))
+    cert = client_certificate(ca, tmp_path, name, _store_password(mtls_stack))
     acls = offsetd_acls(name)
     [read_groups] = [a for a in acls if a.resource == "group" and a.name == "connect-"
                      and a.operation == "READ"]  # fmt: skip

@@ -15,27 +15,26 @@ subject `CN=<name>`; nobody has a password:
   (`ssl.client.auth=required`); there is no basic-auth extension. The worker presents its own
   certificate (`CN=connect`) both as the REST server and to the brokers.
 
-Keys are random per run folder and kept there (mode 600): Java principals (broker, Connect,
-MM2) read PKCS12 stores; offsetd and the admin read a PEM certificate and an unencrypted
-PKCS#8 PEM key (librdkafka, httpx and Kafka's Java `ssl.keystore.type=PEM` all read it).
+Keys are random per run folder and kept there (mode 600), made with openssl (the stack's CA
+is keytool's, `devstack.tls`): Java principals (broker, Connect, MM2) read PKCS12 stores;
+offsetd and the admin read a PEM certificate and an unencrypted PKCS#8 PEM key (librdkafka,
+httpx and Kafka's Java `ssl.keystore.type=PEM` all read it).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import shutil
 import subprocess
 from collections.abc import Iterable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from offsetd.devstack.errors import DevStackError
 from offsetd.devstack.security import OFFSETD_ACLS, Acl, StackSecurity, workload_acls
-from offsetd.devstack.tls import TlsMaterial, keytool_of, make_tls_material, server_certificate
+from offsetd.devstack.tls import TlsMaterial, make_tls_material
 
 __all__ = [
     "LOGIN",
@@ -51,7 +50,7 @@ __all__ = [
 
 LOGIN = "mtls"
 PRINCIPALS = ("admin", "broker", "connect", "mm2", "offsetd")
-_NAMES = "ip:127.0.0.1,dns:localhost"  # every certificate may serve too (the broker's, Connect's)
+_NAMES = "IP:127.0.0.1,DNS:localhost"  # every certificate may serve too (the broker's, Connect's)
 _PASSWORD_ENV = "OFFSETD_DEV_STORE_PASSWORD"  # noqa: S105 - a variable name, not a password
 
 
@@ -79,48 +78,85 @@ def _openssl() -> str:
     found = shutil.which("openssl")
     if found is None:
         raise DevStackError(
-            "openssl was not found: the mTLS stack needs it to write the client keys as PEM "
+            "openssl was not found: the mTLS stack makes its client certificates with it "
             "(Debian: apt-get install openssl)"
         )
     return found
 
 
-def _export_key(keystore: Path, password: str, key_pem: Path) -> None:
-    """The store's private key as an unencrypted PKCS#8 PEM file (what Kafka's PEM key store
-    requires; librdkafka reads it too), mode 600 from the start."""
-    env = {**os.environ, _PASSWORD_ENV: password}
-    openssl = _openssl()
-    exported = subprocess.run(
-        [openssl, "pkcs12", "-in", str(keystore), "-nocerts", "-nodes",
-         "-passin", f"env:{_PASSWORD_ENV}"],
-        capture_output=True, timeout=60, check=False, env=env,
+def _run(args: list[str], what: str, password: str, **kwargs: Any) -> bytes:
+    """One openssl command; the store password reaches it by environment, never argv."""
+    done = subprocess.run(
+        [_openssl(), *args],
+        capture_output=True, timeout=60, check=False,
+        env={**os.environ, _PASSWORD_ENV: password}, **kwargs,
     )  # fmt: skip
-    if exported.returncode != 0:
-        raise DevStackError(f"openssl could not read the key store {keystore.name}")
-    fd = os.open(key_pem, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "wb") as out:
-        converted = subprocess.run(
-            [openssl, "pkey", "-outform", "PEM"],
-            input=exported.stdout, stdout=out, stderr=subprocess.PIPE, timeout=60, check=False,
-        )  # fmt: skip
-    if converted.returncode != 0:
-        raise DevStackError(f"openssl could not write the key of {keystore.name} as PKCS#8")
+    if done.returncode != 0:
+        detail = done.stderr.decode(errors="replace").strip().splitlines()[:1] or ["no output"]
+        raise DevStackError(f"openssl could not {what}: {detail[0]}")
+    out: bytes = done.stdout
+    return out
 
 
-def client_certificate(
-    keytool: str, ca: tuple[Path, Path], folder: Path, name: str, password: str
-) -> ClientCert:
-    """A certificate `CN=<name>` signed by `ca` (its PKCS12 store and PEM): a store and PEM files
-    in `folder`. Tests make wrong ones with it too (another CA)."""
+def _private(path: Path) -> Path:
+    """`path` made empty with mode 600 before anything secret is written to it."""
+    path.unlink(missing_ok=True)
+    os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+    return path
+
+
+_REQUEST = """\
+[req]
+distinguished_name = dn
+prompt = no
+x509_extensions = ext
+[dn]
+CN = {name}
+[ext]
+basicConstraints = critical,CA:false
+keyUsage = critical,digitalSignature,keyEncipherment
+extendedKeyUsage = serverAuth,clientAuth
+subjectAltName = {names}
+"""
+
+
+def client_certificate(ca: tuple[Path, Path], folder: Path, name: str, password: str) -> ClientCert:
+    """A certificate `CN=<name>` signed by `ca` (its PKCS12 store, the store's password, and
+    its PEM): the key as unencrypted PKCS#8 PEM (what Kafka's PEM key store requires; librdkafka
+    and httpx read it too), the certificate as PEM, and both in a PKCS12 store for Java. One
+    openssl command each, milliseconds (keytool takes a JVM start per step). Tests make wrong
+    ones with it too (another CA)."""
+    ca_store, ca_pem = ca
     cert = ClientCert(
         name, folder / f"{name}.p12", folder / f"{name}.crt", folder / f"{name}-key.pem"
     )
-    cert.keystore.unlink(missing_ok=True)
-    server_certificate(
-        keytool, ca, cert.keystore, password, names=_NAMES, dname=f"CN={name}"
-    )  # writes <name>.crt beside the store: the signed certificate as PEM
-    _export_key(cert.keystore, password, cert.key_pem)
-    cert.keystore.chmod(0o600)
+    env_pw = f"env:{_PASSWORD_ENV}"
+    ca_key = _private(folder / f".{name}-signing-key.pem")  # the CA's key, for this signature
+    request = folder / f".{name}-request.cnf"
+    try:
+        exported = _run(
+            ["pkcs12", "-in", str(ca_store), "-nocerts", "-nodes", "-passin", env_pw],
+            f"read the CA store {ca_store.name}", password,
+        )  # fmt: skip
+        _run(["pkey", "-out", str(ca_key)], "write the CA key", password, input=exported)
+        request.write_text(_REQUEST.format(name=name, names=_NAMES))
+        _private(cert.key_pem)  # openssl truncates it, keeping the mode
+        _run(
+            ["req", "-x509", "-config", str(request), "-newkey", "rsa:2048", "-nodes",
+             "-keyout", str(cert.key_pem), "-CA", str(ca_pem), "-CAkey", str(ca_key),
+             "-days", "3650", "-out", str(cert.cert_pem)],
+            f"sign the certificate of {name}", password,
+        )  # fmt: skip
+        _private(cert.keystore)
+        _run(
+            ["pkcs12", "-export", "-in", str(cert.cert_pem), "-inkey", str(cert.key_pem),
+             "-certfile", str(ca_pem), "-name", name, "-out", str(cert.keystore),
+             "-passout", env_pw],
+            f"write the key store of {name}", password,
+        )  # fmt: skip
+    finally:
+        ca_key.unlink(missing_ok=True)
+        request.unlink(missing_ok=True)
     return cert
 
 
@@ -247,21 +283,19 @@ def load_or_make(java: str, folder: Path) -> MtlsSecurity:
     certs_dir = folder / "certs"
     certs_dir.mkdir(exist_ok=True)
     certs_dir.chmod(0o700)
-    certs = _certificates(java, tls, certs_dir, PRINCIPALS)
+    certs = _certificates(tls, certs_dir, PRINCIPALS)
     return MtlsSecurity(tls, {}, {}, folder, certs)
 
 
-def _certificates(
-    java: str, tls: TlsMaterial, folder: Path, names: Iterable[str]
-) -> dict[str, ClientCert]:
+def _certificates(tls: TlsMaterial, folder: Path, names: Iterable[str]) -> dict[str, ClientCert]:
     made = {
         name: ClientCert(
             name, folder / f"{name}.p12", folder / f"{name}.crt", folder / f"{name}-key.pem"
         )
         for name in names
     }
-    stamp = folder / "ca-fingerprint.json"
-    current = json.dumps({"ca": tls.ca_pem.read_text()})
+    stamp = folder / "signed-by-ca.pem"  # the CA they were made with: a new CA remakes them
+    current = tls.ca_pem.read_text()
     fresh = stamp.exists() and stamp.read_text() == current
     missing = [
         n
@@ -269,12 +303,7 @@ def _certificates(
         if not (fresh and c.keystore.exists() and c.cert_pem.exists() and c.key_pem.exists())
     ]
     if missing:
-        keytool = keytool_of(java)
         ca = (tls.ca_store, tls.ca_pem)
-        with ThreadPoolExecutor(max_workers=2) as pool:  # each is five keytool JVMs
-            done = pool.map(
-                lambda n: client_certificate(keytool, ca, folder, n, tls.password), missing
-            )
-            made.update({cert.name: cert for cert in done})
+        made.update({n: client_certificate(ca, folder, n, tls.password) for n in missing})
         stamp.write_text(current)
     return made
