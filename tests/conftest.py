@@ -64,6 +64,8 @@ GROUPS: dict[str, tuple[str, ...]] = {
         "test_secure_stack",
         "test_secure_failures",
     ),
+    # one client-certificate stack (SSL listeners requiring a certificate, mTLS Connect) for all
+    "mtls": ("test_mtls",),
     # Spark's JVMs: one at a time
     "spark": ("test_spark_cluster", "test_spark_rewind"),
     "image": ("test_image",),

@@ -6,11 +6,13 @@ librdkafka words it "Broker: Topic authorization failed". The call site knows wh
 for, so it names the operation and the resources it touched, and `denied` turns the code into
 `KafkaAccessDenied` (exit 58): the principal, the operation, the resource and the bootstrap
 servers — the ACL to grant, as the least-privilege table in docs/security.md lists it. Never a
-secret: only `sasl.username` and `bootstrap.servers` are read from the client settings.
+secret: only `sasl.username`, `bootstrap.servers` and the client certificate (public: its
+subject is the principal of a TLS login) are read from the client settings.
 """
 
 from __future__ import annotations
 
+import ssl
 from collections.abc import Mapping
 
 from confluent_kafka import KafkaError, KafkaException
@@ -70,8 +72,41 @@ def principal(conf: Mapping[str, str]) -> str:
     if user:
         return f"User:{user}"
     if str(conf.get("security.protocol", "")).upper() in ("SSL",):
-        return "the client certificate's principal"
+        subject = _subject(conf.get("ssl.certificate.location"))
+        return f"User:{subject}" if subject else "the client certificate's principal"
     return "User:ANONYMOUS"
+
+
+# X.509 attribute names as Java's X500Principal (RFC 2253) writes them: Kafka's default
+# `ssl.principal.mapping.rules` makes that string the principal (Strimzi's `User:CN=<name>`).
+_RDN = {
+    "commonName": "CN",
+    "organizationName": "O",
+    "organizationalUnitName": "OU",
+    "countryName": "C",
+    "localityName": "L",
+    "stateOrProvinceName": "ST",
+    "streetAddress": "STREET",
+    "domainComponent": "DC",
+}
+
+
+def _subject(cert_file: str | None) -> str | None:
+    """The certificate's subject as Kafka's default mapping names it, most specific first
+    (`CN=offsetd,O=acme`); None when unreadable or not plainly expressible (a value that
+    would need escaping, an attribute Java writes as an OID)."""
+    if not cert_file:
+        return None
+    try:
+        decoded = ssl._ssl._test_decode_cert(cert_file)  # type: ignore[attr-defined]
+    except (OSError, ssl.SSLError, ValueError):
+        return None
+    parts = []
+    for rdn in reversed(decoded.get("subject", ())):
+        if len(rdn) != 1 or rdn[0][0] not in _RDN or any(c in rdn[0][1] for c in ',+"\\<>;='):
+            return None
+        parts.append(f"{_RDN[rdn[0][0]]}={rdn[0][1]}")
+    return ",".join(parts) or None
 
 
 def denied(

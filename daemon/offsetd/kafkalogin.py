@@ -43,6 +43,15 @@ __all__ = [
 
 _AUTH = "_AUTHENTICATION"
 _SSL = "_SSL"
+_TRANSPORT = "_TRANSPORT"
+# A broker that refuses the client certificate (missing, or of a CA it does not trust) does so,
+# over TLS 1.3, after the client's side of the handshake: librdkafka sees the alert on its first
+# read and reports a transport failure ("Receive failed: ...: ssl/tls alert bad certificate").
+_CERT_ALERT = re.compile(
+    r"alert (bad certificate|certificate unknown|unknown ca|certificate required|"
+    r"certificate expired|certificate revoked)",
+    re.IGNORECASE,
+)
 _BROKER_PREFIX = re.compile(r"^\S+://\S+?/\S+?: ")  # "sasl_ssl://host:port/bootstrap: "
 _OPENSSL_CODE = re.compile(r"error:[0-9A-Fa-f]+:[^:]*:[^:]*:")  # "error:0A000086:SSL routines::"
 _AFTER = re.compile(r"\s*\(after \d+ms in state \w+\)\s*$")
@@ -56,9 +65,23 @@ def login_failure(
     code: str, message: str, conf: Mapping[str, str], where: str
 ) -> OffsetdError | None:
     """The error for one librdkafka error callback, or None when it is not about the login."""
-    if code not in (_AUTH, _SSL):
+    refused_cert = code in (_SSL, _TRANSPORT) and _CERT_ALERT.search(message) is not None
+    if code not in (_AUTH, _SSL) and not refused_cert:
         return None
     reason = _AFTER.sub("", _BROKER_PREFIX.sub("", message.strip()))
+    if refused_cert:
+        reason = _OPENSSL_CODE.sub("", reason.removeprefix("Receive failed: "))
+        reason = reason.removeprefix("SSL handshake failed: ")
+        cert = conf.get("ssl.certificate.location")
+        if cert is None:
+            return TlsFailed(
+                f"{where} requires a client certificate, and none is configured "
+                f"(tls.cert_file, tls.key_file): {reason}"
+            )
+        return TlsFailed(
+            f"{where} refused the client certificate {cert} (tls.cert_file; is it signed by a "
+            f"CA the brokers trust?): {reason}"
+        )
     if code == _AUTH:
         reason = reason.removeprefix("SASL authentication error: ")
         user = conf.get("sasl.username", "?")

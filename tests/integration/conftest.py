@@ -57,9 +57,9 @@ class _Held:
             self._stop()
 
 
-def _stack_held(name: str, group: str, *, secure: bool) -> _Held:
+def _stack_held(name: str, group: str, *, secure: bool, login: str = "scram") -> _Held:
     local = Stack(lane_dir() / name, log=print)
-    return _Held(group, lambda: local.up(workers=1, secure=secure), local.down)
+    return _Held(group, lambda: local.up(workers=1, secure=secure, login=login), local.down)
 
 
 def _kube_held(release: str, group: str) -> _Held:
@@ -74,6 +74,7 @@ def _kube_held(release: str, group: str) -> _Held:
 
 _HELD: dict[str, _Held] = {
     "secure_stack": _stack_held("test-secure-stack", "secure", secure=True),
+    "mtls_stack": _stack_held("test-mtls-stack", "mtls", secure=True, login="mtls"),
     "kube_v1": _kube_held("1.2.0", "kube"),
     "kube_v1beta2": _kube_held("0.45.0", "kube"),
 }
@@ -147,6 +148,18 @@ def secure_stack() -> StackInfo:
     if reuse:
         return Stack(Path(reuse)).info()
     info = _HELD["secure_stack"].get()
+    assert isinstance(info, StackInfo)
+    return info
+
+
+@pytest.fixture(scope="session")
+def mtls_stack() -> StackInfo:
+    """The client-certificate variant (`offsetd dev up --secure --login mtls`); held for the
+    "mtls" group (OFFSETD_TEST_REUSE_MTLS_STACK reuses a running one)."""
+    reuse = os.environ.get("OFFSETD_TEST_REUSE_MTLS_STACK")
+    if reuse:
+        return Stack(Path(reuse)).info()
+    info = _HELD["mtls_stack"].get()
     assert isinstance(info, StackInfo)
     return info
 

@@ -23,7 +23,7 @@ from offsetd.devstack.demo import run_demo
 from offsetd.devstack.errors import DevStackError
 from offsetd.devstack.image import ensure_image, write_oci_archive
 from offsetd.devstack.spark_cluster import SparkCluster
-from offsetd.devstack.stack import Stack, StackInfo
+from offsetd.devstack.stack import LOGINS, Stack, StackInfo
 
 __all__ = ["default_run_dir", "demo", "dev", "down", "env", "image", "run_dir_option", "up"]
 
@@ -88,6 +88,14 @@ def dev() -> None:
     help="SASL_SSL (SCRAM-SHA-512) brokers with ACLs, and Connect's REST API over HTTPS with "
     "basic auth; `dev env --write-config` writes offsetd's credentials as files.",
 )
+@click.option(
+    "--login",
+    type=click.Choice(LOGINS),
+    default="scram",
+    show_default=True,
+    help="--secure: how principals log in to Kafka and Connect's REST API (mtls: client "
+    "certificates of the stack's CA; `dev env --write-config` writes offsetd's as files).",
+)
 def up(
     run_dir: Path,
     detach: bool,
@@ -98,6 +106,7 @@ def up(
     strimzi_crds: str,
     reconcile_interval: float,
     secure: bool,
+    login: str,
 ) -> None:
     """Start two KRaft clusters, a Connect worker group and the MM2 set on loopback."""
     stack = Stack(run_dir, log=_say)
@@ -122,6 +131,7 @@ def up(
             k8s=strimzi_crds if k8s else None,
             reconcile_interval_s=reconcile_interval,
             secure=secure,
+            login=login,
         )
     except DevStackError as exc:
         _fail(exc)

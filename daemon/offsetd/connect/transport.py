@@ -7,7 +7,10 @@ each client.
 
 `transport_error` says why a request got no answer: a failed TLS handshake (unknown CA,
 expired certificate, wrong host, in Python's ssl words) is `TlsFailed`, which asking again cannot
-fix; anything else is a retriable `ConnectUnavailable`.
+fix; anything else is a retriable `ConnectUnavailable`. A server that refuses offsetd's client
+certificate does so, over TLS 1.3, only after the handshake: its alert arrives on the first read
+as a bare `ssl.SSLError` that httpcore does not wrap. `_AlertTransport` wraps it as the
+transport error it is, so every client of these options reports it as `TlsFailed`.
 """
 
 from __future__ import annotations
@@ -30,9 +33,20 @@ def user_of(cluster: ConnectCluster) -> str | None:
     return cluster.auth.username if cluster.auth is not None else None
 
 
+# TLS alerts a server sends about the client's certificate (OpenSSL's reason names)
+_CLIENT_CERT_ALERTS = ("ALERT_BAD_CERTIFICATE", "ALERT_CERTIFICATE_UNKNOWN",
+                       "ALERT_UNKNOWN_CA", "ALERT_CERTIFICATE_REQUIRED",
+                       "ALERT_CERTIFICATE_EXPIRED", "ALERT_CERTIFICATE_REVOKED")  # fmt: skip
+
+
 def transport_error(exc: BaseException, what: str, url: str) -> OffsetdError:
     """The error for a request that got no answer (an httpx transport error)."""
     reason = tls_reason(exc)
+    if reason is not None and any(alert in reason.upper() for alert in _CLIENT_CERT_ALERTS):
+        return TlsFailed(
+            f"could not {what}: Connect at {url} refused the client certificate "
+            f"(tls.cert_file; missing or not signed by a CA it trusts): {reason}"
+        )
     if reason is not None:
         return TlsFailed(f"could not {what}: TLS handshake with Connect at {url} failed: {reason}")
     return ConnectUnavailable(
@@ -60,12 +74,26 @@ def tls_reason(exc: BaseException) -> str | None:
     return None
 
 
+class _AlertTransport(httpx.AsyncHTTPTransport):
+    """httpx's transport, with a TLS alert read after the handshake as an httpx.ReadError."""
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        try:
+            return await super().handle_async_request(request)
+        except ssl.SSLError as exc:
+            raise httpx.ReadError(str(exc.reason or exc), request=request) from exc
+
+
 def httpx_options(cluster: ConnectCluster) -> dict[str, Any]:
-    """Keyword arguments for `httpx.Client` / `httpx.AsyncClient` (reads the TLS files)."""
+    """Keyword arguments for `httpx.AsyncClient` (reads the TLS files)."""
     auth = None
     if cluster.auth is not None:
         auth = httpx.BasicAuth(cluster.auth.username, cluster.auth.password.get_secret_value())
-    return {"base_url": cluster.url, "auth": auth, "verify": _verify(cluster)}
+    verify = _verify(cluster)
+    options: dict[str, Any] = {"base_url": cluster.url, "auth": auth, "verify": verify}
+    if isinstance(verify, ssl.SSLContext):
+        options["transport"] = _AlertTransport(verify=verify)
+    return options
 
 
 def _verify(cluster: ConnectCluster) -> ssl.SSLContext | bool:

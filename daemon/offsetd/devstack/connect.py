@@ -64,7 +64,7 @@ class WorkerGroup:
     def jvm_options(self) -> tuple[str, ...]:
         if self.security is None:
             return ()
-        return (f"-Djava.security.auth.login.config={self.security.connect_jaas_file()}",)
+        return self.security.connect_jvm_options()
 
     def _plain_properties(self, rest_port: int) -> dict[str, str | int]:
         return {
@@ -103,11 +103,15 @@ class ConnectRest:
         *,
         auth: tuple[str, str] | None = None,
         ca_file: str | None = None,
+        cert: tuple[str, str] | None = None,
     ) -> None:
+        """`cert`: a client certificate and its key, as PEM files (the mTLS stack)."""
         self.url = url
         verify: ssl.SSLContext | bool = True
-        if ca_file is not None:
+        if ca_file is not None or cert is not None:
             verify = ssl.create_default_context(cafile=ca_file)
+            if cert is not None:
+                verify.load_cert_chain(*cert)
         self.http = httpx.Client(base_url=url, timeout=timeout_s, auth=auth, verify=verify)
 
     def close(self) -> None:

@@ -45,6 +45,7 @@ __all__ = [
     "StackSecurity",
     "grant_acls",
     "load_or_make",
+    "workload_acls",
 ]
 
 SASL_MECHANISM = "SCRAM-SHA-512"
@@ -159,6 +160,18 @@ class StackSecurity:
             props.update(self.java_client_properties("connect", prefix))
         return props
 
+    def connect_jvm_options(self) -> tuple[str, ...]:
+        """Options of the workers' JVMs: the JAAS file of the REST users."""
+        return (f"-Djava.security.auth.login.config={self.connect_jaas_file()}",)
+
+    def rest_client_args(self, user: str = "admin") -> dict[str, Any]:
+        """`ConnectRest` keyword arguments for `user`: its REST login and the CA."""
+        return {"auth": self.rest_auth(user), "ca_file": str(self.tls.ca_pem)}
+
+    def stack_acls(self) -> list[Acl]:
+        """The ACLs the stack grants on each cluster."""
+        return STACK_ACLS
+
     def connect_jaas_file(self) -> Path:
         """The JAAS file the workers' JVMs are started with (`-Djava.security.auth.login.config`)
         and the users file it names."""
@@ -239,7 +252,7 @@ _RESOURCE = {
 }
 
 
-def _workload(principal: str) -> list[Acl]:
+def workload_acls(principal: str) -> list[Acl]:
     """Connect's and MirrorMaker 2's ACLs: everything they may touch, on purpose broad."""
     return [
         Acl(principal, "topic", "*", "ALL"),
@@ -274,7 +287,7 @@ OFFSETD_ACLS = [
     Acl("offsetd", "group", "connect-", "DELETE", prefixed=True),
 ]
 
-STACK_ACLS = [*_workload("connect"), *_workload("mm2"), *OFFSETD_ACLS]
+STACK_ACLS = [*workload_acls("connect"), *workload_acls("mm2"), *OFFSETD_ACLS]
 
 
 def grant_acls(admin_config: dict[str, str], acls: list[Acl], timeout_s: float = 30.0) -> None:

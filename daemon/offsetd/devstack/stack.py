@@ -24,27 +24,22 @@ from typing import Any
 
 from confluent_kafka.admin import AdminClient
 
-from offsetd.devstack import connect, kafka, mm2, procs, strimzi_resources
+from offsetd.devstack import connect, kafka, mm2, mtls, procs, strimzi_resources
 from offsetd.devstack.connect import ConnectRest
 from offsetd.devstack.errors import DevStackError
 from offsetd.devstack.jars import ensure_kafka_jars, java_executable
 from offsetd.devstack.jvm import java_command, render_properties, write_log_config
 from offsetd.devstack.kube import KubeCluster
 from offsetd.devstack.ports import HOST, check_bindable, free_ports
-from offsetd.devstack.security import (
-    SASL_MECHANISM,
-    STACK_ACLS,
-    StackSecurity,
-    grant_acls,
-    load_or_make,
-)
+from offsetd.devstack.security import SASL_MECHANISM, StackSecurity, grant_acls, load_or_make
 from offsetd.durations import format_duration
 
-__all__ = ["CONNECT_CLUSTER_NAME", "Stack", "StackInfo"]
+__all__ = ["CONNECT_CLUSTER_NAME", "LOGINS", "Stack", "StackInfo"]
 
 CONNECT_CLUSTER_NAME = "local"
 MM2_RESOURCE = "mm2"  # the KafkaMirrorMaker2 describing the MM2 set (`dev up --k8s`)
 _PORTS_PER_KAFKA = 2
+LOGINS = ("scram", mtls.LOGIN)  # how the secure stack's principals log in (`dev up --login`)
 
 
 @dataclass
@@ -71,11 +66,13 @@ class StackInfo:
     def connect_rest(self, url: str | None = None, timeout_s: float = 10.0) -> ConnectRest:
         """The stack's own REST client of a worker (the admin user over HTTPS when secure)."""
         auth = self.security.get("rest_admin")
+        cert = self.security.get("rest_admin_cert")  # the mTLS stack: a client certificate
         return ConnectRest(
             url or self.connect["url"],
             timeout_s,
             auth=(auth[0], auth[1]) if auth else None,
             ca_file=self.security.get("ca_pem"),
+            cert=(cert[0], cert[1]) if cert else None,
         )
 
     def as_env(self) -> dict[str, Any]:
@@ -109,7 +106,9 @@ class StackInfo:
     def _plain_config(self) -> dict[str, Any]:
         kafka_security: dict[str, Any] = {}
         connect_security: dict[str, Any] = {}
-        if self.security:
+        if self.security.get("login") == mtls.LOGIN:
+            kafka_security, connect_security = mtls.offsetd_config_sections(self.security)
+        elif self.security:
             # offsetd's own principal; its passwords by reference to files in the run dir
             ca = self.security["ca_pem"]
             kafka_security = {
@@ -194,12 +193,18 @@ class Stack:
         k8s: str | None = None,
         reconcile_interval_s: float = 120.0,
         secure: bool = False,
+        login: str = "scram",
     ) -> StackInfo:
         """Start the stack; `k8s` (a Strimzi release of the CRDs, e.g. "1.2.0") also starts
         a Kubernetes API server describing it, and the stand-in operator. `secure`: SASL_SSL
-        brokers with ACLs and HTTPS + basic-auth Connect (`devstack.security`)."""
+        brokers with ACLs and HTTPS + basic-auth Connect (`devstack.security`); with `login`
+        "mtls" client certificates instead of passwords (`devstack.mtls`)."""
         if workers < 1:
             raise DevStackError("--workers must be at least 1")
+        if login not in LOGINS:
+            raise DevStackError(f"--login must be one of {', '.join(LOGINS)}, not {login!r}")
+        if login != "scram" and not secure:
+            raise DevStackError(f"--login {login} needs --secure")
         if secure and k8s is not None:
             # the stand-in operator speaks plain HTTP to Connect
             raise DevStackError("--secure and --k8s cannot be combined yet")
@@ -213,10 +218,13 @@ class Stack:
         jar_dir = ensure_kafka_jars()
         self._fresh_run_dir()
         ports = self._ports(2 * _PORTS_PER_KAFKA + workers, base_port)
-        security = None
+        security: StackSecurity | None = None
         if secure:
             self.log("making the secure stack's CA, certificates and passwords")
-            security = load_or_make(java, self.run_dir / "security")
+            if login == mtls.LOGIN:
+                security = mtls.load_or_make(java, self.run_dir / "security-mtls")
+            else:
+                security = load_or_make(java, self.run_dir / "security")
         try:
             info = self._start(
                 java, jar_dir, ports, workers, time.monotonic() + timeout_s, security
@@ -317,7 +325,7 @@ class Stack:
         if security is not None:
             for node in nodes.values():
                 self.log(f"granting the ACLs on {node.alias}")
-                grant_acls(node.admin_config(), STACK_ACLS)
+                grant_acls(node.admin_config(), security.stack_acls())
 
         west = nodes[mm2.TARGET]
         group = connect.WorkerGroup(bootstrap=west.bootstrap, security=security)
@@ -342,14 +350,8 @@ class Stack:
             worker_records.append(self._spawn(f"connect-{index}", argv))
             urls.append(url)
         described = _security_info(security) if security is not None else {}
-        rests = [
-            connect.ConnectRest(
-                url,
-                auth=security.rest_auth() if security is not None else None,
-                ca_file=str(security.tls.ca_pem) if security is not None else None,
-            )
-            for url in urls
-        ]
+        rest_args = security.rest_client_args() if security is not None else {}
+        rests = [connect.ConnectRest(url, **rest_args) for url in urls]
         try:
             for record, rest in zip(worker_records, rests, strict=True):
                 self._wait(
@@ -503,6 +505,8 @@ class Stack:
 def _security_info(security: StackSecurity) -> dict[str, Any]:
     """What `StackInfo.security` holds: offsetd's passwords as files (`{file: ...}` in the
     config `dev env` writes), the admin's credentials for the stack and its tests."""
+    if isinstance(security, mtls.MtlsSecurity):
+        return security.describe()
     folder = security.folder
     kafka_password = folder / "offsetd-kafka-password"
     rest_password = folder / "offsetd-rest-password"

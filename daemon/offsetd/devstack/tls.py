@@ -72,18 +72,20 @@ def server_certificate(
     password: str,
     *,
     names: str = "ip:127.0.0.1,dns:localhost",
+    dname: str = "CN=offsetd-dev-server",
     start: str | None = None,
     validity_days: int = 3650,
 ) -> Path:
     """A PKCS12 keystore with a server key and its chain, signed by `ca` (store, PEM).
 
-    `names` are the subject alternative names; `start` a keytool start date such as `-3d`.
+    `names` are the subject alternative names; `dname` the subject (a client certificate's
+    principal, `CN=<name>`, on the mTLS stack); `start` a keytool start date such as `-3d`.
     """
     ca_store, ca_pem = ca
     request, signed = keystore.with_suffix(".csr"), keystore.with_suffix(".crt")
     _keytool(
         keytool, "-genkeypair", "-alias", "server", "-keyalg", "RSA", "-keysize", "2048",
-        "-dname", "CN=offsetd-dev-server", "-validity", str(validity_days),
+        "-dname", dname, "-validity", str(validity_days),
         "-keystore", str(keystore), "-storetype", "PKCS12", "-storepass", password,
     )  # fmt: skip
     _keytool(

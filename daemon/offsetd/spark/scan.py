@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -60,8 +61,11 @@ _JAAS = {
 def kafka_options(client: Mapping[str, str]) -> dict[str, str]:
     """Java client options (`kafka.*`) from offsetd's librdkafka config of the cluster.
 
-    The result holds secrets (SASL password, key password): it goes only into the Kafka
-    source's options, which Spark redacts; never print or log it.
+    The result holds secrets (SASL password, the client key, key password): it goes only into
+    the Kafka source's options, which Spark redacts (`session.REDACTION`); never print or log it.
+    A client certificate (`tls.cert_file`/`key_file`) becomes a PEM key store given by value
+    (`ssl.keystore.certificate.chain`, `ssl.keystore.key`), read here on the driver: the
+    executors need no copy of the files, as they need none of a SASL password.
     """
     out = {
         "kafka.bootstrap.servers": client["bootstrap.servers"],
@@ -71,10 +75,7 @@ def kafka_options(client: Mapping[str, str]) -> dict[str, str]:
         out["kafka.ssl.truststore.type"] = "PEM"
         out["kafka.ssl.truststore.location"] = client["ssl.ca.location"]
     if "ssl.certificate.location" in client or "ssl.key.location" in client:
-        raise SparkJobFailed(
-            "TLS client certificates are not passed to Spark's Kafka source yet: give the scan "
-            "a principal that authenticates with SASL, or set kafka.ssl.keystore.* yourself"
-        )
+        out.update(_key_store(client))
     if client.get("ssl.endpoint.identification.algorithm") == "none":
         out["kafka.ssl.endpoint.identification.algorithm"] = ""
     mechanism = client.get("sasl.mechanism")
@@ -88,6 +89,39 @@ def kafka_options(client: Mapping[str, str]) -> dict[str, str]:
             f'{module} required username="{user}" password="{password}";'
         )
     return out
+
+
+_PKCS8 = ("-----BEGIN PRIVATE KEY-----", "-----BEGIN ENCRYPTED PRIVATE KEY-----")
+
+
+def _key_store(client: Mapping[str, str]) -> dict[str, str]:
+    """The Java client's PEM key store: the certificate chain and a PKCS#8 key (the only key
+    format Kafka's PEM key store reads; librdkafka also takes PKCS#1, so say so plainly)."""
+    cert_file, key_file = client["ssl.certificate.location"], client["ssl.key.location"]
+    cert, key = _read_pem(cert_file, "tls.cert_file"), _read_pem(key_file, "tls.key_file")
+    if "-----BEGIN CERTIFICATE-----" not in cert:
+        raise SparkJobFailed(f"tls.cert_file {cert_file} holds no PEM certificate")
+    if not any(marker in key for marker in _PKCS8):
+        raise SparkJobFailed(
+            f"tls.key_file {key_file} is not a PKCS#8 PEM key, the only kind Kafka's Java "
+            "client (Spark's Kafka source) reads ('-----BEGIN PRIVATE KEY-----'); convert it: "
+            f"openssl pkcs8 -topk8 -nocrypt -in {key_file} -out <new key file>"
+        )
+    out = {
+        "kafka.ssl.keystore.type": "PEM",
+        "kafka.ssl.keystore.certificate.chain": cert,
+        "kafka.ssl.keystore.key": key,
+    }
+    if "ssl.key.password" in client:
+        out["kafka.ssl.key.password"] = client["ssl.key.password"]
+    return out
+
+
+def _read_pem(path: str, field: str) -> str:
+    try:
+        return Path(path).read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SparkJobFailed(f"cannot read {field} {path}: {exc.__class__.__name__}") from None
 
 
 def _jaas_quote(value: str) -> str:

@@ -62,10 +62,11 @@ LOCAL_DEFAULTS: Mapping[str, str] = {
 
 
 # On every master: Spark redacts matching option keys in plans, logs and event logs; the Kafka
-# source's `kafka.sasl.jaas.config` (which holds the password) matches neither default pattern.
+# source's `kafka.sasl.jaas.config` (which holds the password) and `kafka.ssl.keystore.key` (a
+# client certificate's key) match neither default pattern.
 REDACTION: Mapping[str, str] = {
-    "spark.redaction.regex": "(?i)secret|password|token|access[.]?key|jaas",
-    "spark.sql.redaction.options.regex": "(?i)url|jaas|password|secret|token",
+    "spark.redaction.regex": "(?i)secret|password|token|access[.]?key|jaas|keystore[.]key",
+    "spark.sql.redaction.options.regex": "(?i)url|jaas|password|secret|token|keystore[.]key",
 }
 
 

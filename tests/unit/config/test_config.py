@@ -855,6 +855,9 @@ def _connect(**extra: Any) -> ConnectCluster:
 def test_httpx_options_default_and_no_verify(tmp_path: Path) -> None:
     default = httpx_options(_connect())
     verify = default.pop("verify")
+    # over TLS, a transport that reports a TLS alert read after the handshake (a refused
+    # client certificate) as an httpx transport error, like a failed handshake
+    assert isinstance(default.pop("transport"), httpx.AsyncHTTPTransport)
     assert default == {"base_url": "https://connect.example:8083", "auth": None}
     # httpx's own default trust (certifi), loaded once and shared by every client of the cluster
     assert isinstance(verify, ssl.SSLContext)

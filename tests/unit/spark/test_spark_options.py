@@ -53,10 +53,63 @@ def test_kafka_options_translate_sasl_and_tls_for_the_java_client() -> None:
     )
 
 
-def test_client_certificates_are_refused_rather_than_dropped() -> None:
-    config = {"bootstrap.servers": "k:1", "ssl.certificate.location": "/c.pem"}
-    with pytest.raises(SparkJobFailed, match="client certificates"):
-        kafka_options(config)
+_CERT = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"
+_KEY = "-----BEGIN PRIVATE KEY-----\nMIIE\n-----END PRIVATE KEY-----\n"
+
+
+def _mtls_client(tmp_path: Path, key_text: str = _KEY) -> dict[str, str]:
+    (tmp_path / "c.crt").write_text(_CERT)
+    (tmp_path / "c.key").write_text(key_text)
+    settings = Settings(
+        kafka_clusters={
+            "prod": {
+                "bootstrap_servers": "k1:9093",
+                "security_protocol": "SSL",
+                "tls": {
+                    "ca_file": "/etc/ca.pem",
+                    "cert_file": str(tmp_path / "c.crt"),
+                    "key_file": str(tmp_path / "c.key"),
+                },
+            }
+        }
+    )
+    return settings.kafka_clusters["prod"].client_config()
+
+
+def test_a_client_certificate_becomes_a_pem_key_store_by_value(tmp_path: Path) -> None:
+    options = kafka_options(_mtls_client(tmp_path))
+    assert options["kafka.security.protocol"] == "SSL"
+    assert options["kafka.ssl.truststore.location"] == "/etc/ca.pem"
+    assert options["kafka.ssl.keystore.type"] == "PEM"
+    assert options["kafka.ssl.keystore.certificate.chain"] == _CERT
+    assert options["kafka.ssl.keystore.key"] == _KEY
+    assert "kafka.ssl.keystore.location" not in options  # by value: executors need no file
+    assert "kafka.ssl.key.password" not in options  # an unencrypted key has none
+    assert not any(k.startswith("kafka.sasl.") for k in options)
+
+
+def test_a_pkcs1_key_is_refused_naming_the_field_and_the_conversion(tmp_path: Path) -> None:
+    pkcs1 = "-----BEGIN RSA PRIVATE KEY-----\nMIIE\n-----END RSA PRIVATE KEY-----\n"
+    with pytest.raises(SparkJobFailed, match=r"tls.key_file .*c.key is not a PKCS#8") as err:
+        kafka_options(_mtls_client(tmp_path, pkcs1))
+    assert "openssl pkcs8 -topk8" in str(err.value)
+    assert "MIIE" not in str(err.value)
+
+
+def test_an_unreadable_key_file_is_named(tmp_path: Path) -> None:
+    client = _mtls_client(tmp_path)
+    (tmp_path / "c.key").unlink()
+    with pytest.raises(SparkJobFailed, match=r"cannot read tls.key_file .*c.key"):
+        kafka_options(client)
+
+
+def test_the_key_option_is_redacted_by_spark() -> None:
+    import re
+
+    conf = session_conf(SparkSettings(), "local[2]")
+    for key in ("spark.redaction.regex", "spark.sql.redaction.options.regex"):
+        assert re.search(conf[key], "kafka.ssl.keystore.key")
+        assert not re.search(conf[key], "kafka.ssl.keystore.type")
 
 
 def test_local_conf_has_the_pinned_jars_and_no_secrets() -> None:
