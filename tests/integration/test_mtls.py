@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import ssl
 import stat
+import subprocess
 import uuid
 from pathlib import Path
 from typing import Any
@@ -35,6 +36,7 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]  # not in its 
 from ruamel.yaml import YAML
 
 from offsetd.devstack.jars import java_executable
+from offsetd.devstack.kubebin import ensure_helm
 from offsetd.devstack.mtls import client_certificate, offsetd_acls
 from offsetd.devstack.security import Acl
 from offsetd.devstack.stack import Stack, StackInfo
@@ -285,6 +287,75 @@ def test_toolkit_online_offline_and_the_spark_plan(
         assert any("org.apache.spark" in line for line in seen), seen  # Spark's JVM was seen
     finally:
         sconnect.delete(name)
+
+
+def test_the_charts_tls_logins_log_in(
+    mtls_stack: StackInfo, config: Path, transcript: Transcript, tmp_path: Path
+) -> None:
+    """The Helm chart given offsetd's certificate as Strimzi keeps a `tls` KafkaUser (a Secret
+    of `user.crt` and `user.key`, the cluster CA's `ca.crt`) and Connect's client certificate
+    (`tls.crt`, `tls.key`) by reference: the pod is played from the rendering (each volume's
+    items written at their mount paths), and offsetd with the rendered config reads MM2's
+    offsets from Kafka (`--offline`) and from Connect's REST with those files."""
+    written = YAML(typ="safe").load(config.read_text())
+    tls = written["kafka_clusters"]["west"]["tls"]
+    kept = {  # the Secrets, as Strimzi and the user keep them
+        "my-cluster-cluster-ca-cert": {"ca.crt": Path(tls["ca_file"]).read_text()},
+        "offsetd": {
+            "user.crt": Path(tls["cert_file"]).read_text(),
+            "user.key": Path(tls["key_file"]).read_text(),
+        },
+        "connect-client": {
+            "tls.crt": Path(tls["cert_file"]).read_text(),
+            "tls.key": Path(tls["key_file"]).read_text(),
+        },
+    }
+    bare = {  # the config without its logins: the chart derives them
+        section: {
+            alias: {k: v for k, v in cluster.items() if k not in ("tls", "security_protocol")}
+            for alias, cluster in written[section].items()
+        }
+        for section in ("kafka_clusters", "connect_clusters")
+    }
+    ca = {"secretName": "my-cluster-cluster-ca-cert"}
+    values = {
+        "config": bare,
+        "logins": {
+            "kafka": {alias: {"ca": ca, "tls": {"secretName": "offsetd"}} for alias in CLUSTERS},
+            "connect": {"local": {"ca": ca, "tls": {"secretName": "connect-client"}}},
+        },
+    }
+    values_file = tmp_path / "values.yaml"
+    values_file.write_text(json.dumps(values))
+    chart = Path(__file__).resolve().parents[2] / "deploy" / "helm" / "offsetd"
+    done = subprocess.run(
+        [str(ensure_helm(log=print)), "template", "mtls", str(chart), "-f", str(values_file)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    docs = [d for d in YAML(typ="safe").load_all(done.stdout) if d]
+    [deployment] = [d for d in docs if d["kind"] == "Deployment"]
+    [configmap] = [d for d in docs if d["metadata"]["name"] == "mtls-offsetd-config"]
+    pod = deployment["spec"]["template"]["spec"]
+    mounts = {m["name"]: m["mountPath"] for m in pod["containers"][0]["volumeMounts"]}
+    root = tmp_path / "pod"
+    for volume in pod["volumes"]:
+        if volume["name"].startswith("login-"):
+            folder = root / mounts[volume["name"]].lstrip("/")
+            folder.mkdir(parents=True)
+            for item in volume["secret"]["items"]:
+                data = kept[volume["secret"]["secretName"]][item["key"]]
+                (folder / item["path"]).write_text(data)
+    rendered = configmap["data"]["offsetd.yaml"]
+    assert "PRIVATE KEY" not in rendered
+    assert "/etc/offsetd/logins/kafka-west/tls/user.key" in rendered
+    played = tmp_path / "offsetd.yaml"
+    played.write_text(rendered.replace("/etc/offsetd/logins/", f"{root}/etc/offsetd/logins/"))
+    offline = transcript.json_of(played, "offsets", "list", MIRROR, "--offline")[MIRROR]
+    online = transcript.json_of(played, "offsets", "list", MIRROR)[MIRROR]
+    heartbeats = {"cluster": "east", "partition": 0, "topic": "heartbeats"}
+    assert [e["partition"] for e in online] == [e["partition"] for e in offline] == [heartbeats]
 
 
 # -- least privilege for a certificate principal ---------------------------------------------------
