@@ -11,7 +11,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal, Self
 
-from pydantic import BeforeValidator, Field, field_serializer, model_validator
+from pydantic import AfterValidator, BeforeValidator, Field, field_serializer, model_validator
 
 from offsetd.config.fields import (
     REDACTED,
@@ -26,10 +26,17 @@ from offsetd.config.fields import (
 )
 from offsetd.yamlerrors import LocatedError
 
-__all__ = ["KafkaCluster", "KafkaSasl", "KafkaTls", "SaslMechanism", "SecurityProtocol"]
+__all__ = [
+    "KafkaCluster",
+    "KafkaOAuth",
+    "KafkaSasl",
+    "KafkaTls",
+    "SaslMechanism",
+    "SecurityProtocol",
+]
 
 SecurityProtocol = Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"]
-SaslMechanism = Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
+SaslMechanism = Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER"]
 
 
 class KafkaTls(ConfigModel):
@@ -51,10 +58,56 @@ class KafkaTls(ConfigModel):
         return self
 
 
+def _http_url(value: str) -> str:
+    if not value.startswith(("https://", "http://")) or "://" == value[-3:]:
+        raise ValueError("must be an http:// or https:// URL")
+    return value
+
+
+class KafkaOAuth(ConfigModel):
+    """OAUTHBEARER through an OAuth 2 provider's client-credentials grant (OIDC): offsetd
+    fetches a token from `token_endpoint_url` as `client_id` and sends it to the brokers, which
+    check it against the provider's keys. No `audience` field: librdkafka (2.16) cannot send
+    one with its token request, so the brokers must not expect an audience the provider only
+    grants on request."""
+
+    token_endpoint_url: Annotated[str, AfterValidator(_http_url)]
+    client_id: NonEmptyStr
+    client_secret: Secret
+    scope: NonEmptyStr | None = None
+    ca_file: Path | None = None  # the token endpoint's CA (HTTPS); the system's CAs without it
+
+
 class KafkaSasl(ConfigModel):
+    """SASL login: a user and password (PLAIN, SCRAM), or an `oauth` client (OAUTHBEARER)."""
+
     mechanism: Annotated[SaslMechanism, BeforeValidator(upper)]
-    username: NonEmptyStr
-    password: Secret
+    username: NonEmptyStr | None = None
+    password: Secret | None = None
+    oauth: KafkaOAuth | None = None
+
+    @model_validator(mode="after")
+    def _check_login(self) -> Self:
+        problems: list[tuple[tuple[str | int, ...], str]] = []
+        if self.mechanism == "OAUTHBEARER":
+            if self.oauth is None:
+                problems.append((("oauth",), "required when mechanism is OAUTHBEARER"))
+            problems.extend(
+                ((name,), "not used with OAUTHBEARER (the oauth client logs in)")
+                for name in ("username", "password")
+                if getattr(self, name) is not None
+            )
+        else:
+            problems.extend(
+                ((name,), f"required when mechanism is {self.mechanism}")
+                for name in ("username", "password")
+                if getattr(self, name) is None
+            )
+            if self.oauth is not None:
+                problems.append((("oauth",), "only used with mechanism OAUTHBEARER"))
+        if problems:
+            raise LocatedError(problems)
+        return self
 
 
 # Properties client_config() derives from dedicated fields; client_properties may not set them.
@@ -71,6 +124,12 @@ _MANAGED_PROPERTIES = frozenset(
         "sasl.mechanisms",
         "sasl.username",
         "sasl.password",
+        "sasl.oauthbearer.method",
+        "sasl.oauthbearer.client.id",
+        "sasl.oauthbearer.client.secret",
+        "sasl.oauthbearer.token.endpoint.url",
+        "sasl.oauthbearer.scope",
+        "https.ca.location",
     }
 )
 
@@ -146,10 +205,30 @@ class KafkaCluster(ConfigModel):
             )
         if self.sasl is not None:
             config["sasl.mechanism"] = self.sasl.mechanism
-            config["sasl.username"] = self.sasl.username
-            config["sasl.password"] = self.sasl.password.get_secret_value()
+            config.update(_sasl_login(self.sasl))
         config.update(self.client_properties)
         return config
+
+
+def _sasl_login(sasl: KafkaSasl) -> dict[str, str]:
+    """librdkafka's login properties: user and password, or its OIDC client-credentials fetch
+    (`sasl.oauthbearer.method=oidc`: librdkafka fetches and refreshes the token itself)."""
+    if sasl.oauth is None:
+        assert sasl.username is not None and sasl.password is not None  # the validator's
+        return {"sasl.username": sasl.username, "sasl.password": sasl.password.get_secret_value()}
+    oauth = sasl.oauth
+    config = {
+        "sasl.oauthbearer.method": "oidc",
+        "sasl.oauthbearer.client.id": oauth.client_id,
+        "sasl.oauthbearer.client.secret": oauth.client_secret.get_secret_value(),
+        "sasl.oauthbearer.token.endpoint.url": oauth.token_endpoint_url,
+    }
+    if oauth.scope is not None:
+        config["sasl.oauthbearer.scope"] = oauth.scope
+    if oauth.ca_file is not None:
+        config["https.ca.location"] = str(oauth.ca_file)
+    return config
+
 
 
 def _redacted_properties(properties: Mapping[str, str]) -> dict[str, str]:

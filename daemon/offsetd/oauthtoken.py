@@ -1,0 +1,114 @@
+"""OAuth 2 client-credentials tokens for aiokafka's OAUTHBEARER login (faust's and lag's clients).
+
+librdkafka fetches and refreshes its own token (`sasl.oauthbearer.method=oidc`); aiokafka asks
+a token provider instead, at every connection's SASL handshake. `ClientCredentialsTokens` takes
+the same settings as librdkafka (the client config `KafkaCluster.client_config()` renders), so
+every client of a cluster logs in as the same OAuth client. It keeps a token until a fifth of
+its lifetime is left (librdkafka refreshes at 80 % too) and fetches one for a handshake after
+that: aiokafka does not re-authenticate a live connection (KIP-368), so a broker with
+`connections.max.reauth.ms` closes it when its session ends, and the new connection's handshake
+gets the fresh token. A refused fetch raises `KafkaAuthFailed` with the endpoint's own error
+code and words (never the secret, never a token).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Mapping
+from urllib.parse import quote
+
+import httpx
+from aiokafka.abc import AbstractTokenProvider  # type: ignore[import-untyped]
+
+from offsetd.errors import KafkaAuthFailed
+
+__all__ = ["ClientCredentialsTokens", "tokens_of"]
+
+_REFRESH_AT = 0.8  # of a token's lifetime
+_MIN_LIFETIME_S = 5.0
+_TIMEOUT_S = 10.0
+
+
+class ClientCredentialsTokens(AbstractTokenProvider):  # type: ignore[misc]  # untyped base
+    """Tokens of one OAuth client, fetched with the client-credentials grant and cached."""
+
+    def __init__(
+        self,
+        token_url: str,
+        client_id: str,
+        client_secret: str,
+        *,
+        scope: str | None = None,
+        ca_file: str | None = None,
+    ) -> None:
+        self.token_url = token_url
+        self.client_id = client_id
+        self._secret = client_secret
+        self.scope = scope
+        self.ca_file = ca_file
+        self._token: str | None = None
+        self._refresh_at = 0.0
+        self._lock: asyncio.Lock | None = None
+        self.fetched = 0  # tokens fetched so far (the tests' and operators' view of refreshes)
+
+    def __repr__(self) -> str:  # no secret, no token
+        return f"<ClientCredentialsTokens client_id={self.client_id} url={self.token_url}>"
+
+    async def token(self) -> str:
+        """The cached token while it has more than a fifth of its lifetime left, else a new one."""
+        if self._lock is None:
+            self._lock = asyncio.Lock()
+        async with self._lock:
+            if self._token is None or time.monotonic() >= self._refresh_at:
+                self._token, lifetime = await self._fetch()
+                self._refresh_at = time.monotonic() + max(lifetime, _MIN_LIFETIME_S) * _REFRESH_AT
+                self.fetched += 1
+            return self._token
+
+    async def _fetch(self) -> tuple[str, float]:
+        form = {"grant_type": "client_credentials"}
+        if self.scope:
+            form["scope"] = self.scope
+        # RFC 6749 2.3.1: id and secret are form-encoded before they go into basic auth
+        auth = (quote(self.client_id, safe=""), quote(self._secret, safe=""))
+        where = f"the OAuth token endpoint {self.token_url}"
+        try:
+            async with httpx.AsyncClient(
+                verify=self.ca_file or True, timeout=_TIMEOUT_S
+            ) as client:
+                response = await client.post(self.token_url, data=form, auth=auth)
+        except httpx.HTTPError as exc:
+            raise KafkaAuthFailed(f"{where} did not answer: {type(exc).__name__}") from None
+        if response.status_code != 200:
+            raise KafkaAuthFailed(
+                f"{where} refused OAuth client {self.client_id}: "
+                f"HTTP {response.status_code} {_oauth_error(response)}"
+            )
+        try:
+            body = response.json()
+            token = str(body["access_token"])
+            lifetime = float(body.get("expires_in", 60))
+        except (ValueError, KeyError, TypeError):
+            raise KafkaAuthFailed(f"{where} answered without an access_token") from None
+        return token, lifetime
+
+
+def _oauth_error(response: httpx.Response) -> str:
+    """RFC 6749's `error` and `error_description`, cut short; the status alone otherwise."""
+    try:
+        body = response.json()
+        return f"{body.get('error', '')}: {body.get('error_description', '')}"[:300]
+    except ValueError:
+        return response.reason_phrase
+
+
+def tokens_of(conf: Mapping[str, str]) -> ClientCredentialsTokens:
+    """The provider for a librdkafka client config whose `sasl.oauthbearer.method` is oidc."""
+    return ClientCredentialsTokens(
+        conf["sasl.oauthbearer.token.endpoint.url"],
+        conf["sasl.oauthbearer.client.id"],
+        conf["sasl.oauthbearer.client.secret"],
+        scope=conf.get("sasl.oauthbearer.scope"),
+        ca_file=conf.get("https.ca.location"),
+    )
