@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Mapping
-from urllib.parse import quote
+from urllib.parse import parse_qsl, quote
 
 import httpx
 from aiokafka.abc import AbstractTokenProvider  # type: ignore[import-untyped]
@@ -39,13 +39,13 @@ class ClientCredentialsTokens(AbstractTokenProvider):  # type: ignore[misc]  # u
         client_id: str,
         client_secret: str,
         *,
-        scope: str | None = None,
+        form: Mapping[str, str] | None = None,
         ca_file: str | None = None,
     ) -> None:
         self.token_url = token_url
         self.client_id = client_id
         self._secret = client_secret
-        self.scope = scope
+        self.form = dict(form or {})  # scope, audience
         self.ca_file = ca_file
         self._token: str | None = None
         self._refresh_at = 0.0
@@ -67,16 +67,12 @@ class ClientCredentialsTokens(AbstractTokenProvider):  # type: ignore[misc]  # u
             return self._token
 
     async def _fetch(self) -> tuple[str, float]:
-        form = {"grant_type": "client_credentials"}
-        if self.scope:
-            form["scope"] = self.scope
+        form = {"grant_type": "client_credentials", **self.form}
         # RFC 6749 2.3.1: id and secret are form-encoded before they go into basic auth
         auth = (quote(self.client_id, safe=""), quote(self._secret, safe=""))
         where = f"the OAuth token endpoint {self.token_url}"
         try:
-            async with httpx.AsyncClient(
-                verify=self.ca_file or True, timeout=_TIMEOUT_S
-            ) as client:
+            async with httpx.AsyncClient(verify=self.ca_file or True, timeout=_TIMEOUT_S) as client:
                 response = await client.post(self.token_url, data=form, auth=auth)
         except httpx.HTTPError as exc:
             raise KafkaAuthFailed(f"{where} did not answer: {type(exc).__name__}") from None
@@ -105,10 +101,13 @@ def _oauth_error(response: httpx.Response) -> str:
 
 def tokens_of(conf: Mapping[str, str]) -> ClientCredentialsTokens:
     """The provider for a librdkafka client config whose `sasl.oauthbearer.method` is oidc."""
+    # the form fields librdkafka sends: its scope setting is "<scope>[&audience=<audience>]",
+    # form-encoded (KafkaCluster.client_config)
+    extra = parse_qsl("scope=" + conf.get("sasl.oauthbearer.scope", ""), keep_blank_values=False)
     return ClientCredentialsTokens(
         conf["sasl.oauthbearer.token.endpoint.url"],
         conf["sasl.oauthbearer.client.id"],
         conf["sasl.oauthbearer.client.secret"],
-        scope=conf.get("sasl.oauthbearer.scope"),
+        form=dict(extra),
         ca_file=conf.get("https.ca.location"),
     )

@@ -49,9 +49,10 @@ def faust_credentials(cluster: KafkaCluster) -> Any:
         tokens = tokens_of(cluster.client_config())
         return faust.OAuthCredentials(oauth_cb=tokens, ssl_context=context)
     if cluster.uses_sasl and cluster.sasl is not None:
+        login = cluster.client_config()  # the user and password, as librdkafka gets them
         return faust.SASLCredentials(
-            username=cluster.sasl.username,
-            password=cluster.sasl.password.get_secret_value(),
+            username=login["sasl.username"],
+            password=login["sasl.password"],
             mechanism=cluster.sasl.mechanism,
             ssl_context=context,
         )

@@ -88,6 +88,14 @@ def dev() -> None:
     help="SASL_SSL (SCRAM-SHA-512) brokers with ACLs, and Connect's REST API over HTTPS with "
     "basic auth; `dev env --write-config` writes offsetd's credentials as files.",
 )
+@click.option(
+    "--login",
+    type=click.Choice(["scram", "oauth"]),
+    default="scram",
+    show_default=True,
+    help="--secure: how offsetd logs in to Kafka. oauth: OAUTHBEARER with tokens of a local "
+    "OIDC provider (Ory Hydra, built once from the Go module proxy), on a listener of its own.",
+)
 def up(
     run_dir: Path,
     detach: bool,
@@ -98,6 +106,7 @@ def up(
     strimzi_crds: str,
     reconcile_interval: float,
     secure: bool,
+    login: str,
 ) -> None:
     """Start two KRaft clusters, a Connect worker group and the MM2 set on loopback."""
     stack = Stack(run_dir, log=_say)
@@ -122,6 +131,7 @@ def up(
             k8s=strimzi_crds if k8s else None,
             reconcile_interval_s=reconcile_interval,
             secure=secure,
+            login=login,
         )
     except DevStackError as exc:
         _fail(exc)

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal, Self
+from urllib.parse import quote
 
 from pydantic import AfterValidator, BeforeValidator, Field, field_serializer, model_validator
 
@@ -59,7 +60,7 @@ class KafkaTls(ConfigModel):
 
 
 def _http_url(value: str) -> str:
-    if not value.startswith(("https://", "http://")) or "://" == value[-3:]:
+    if not value.startswith(("https://", "http://")) or value[-3:] == "://":
         raise ValueError("must be an http:// or https:// URL")
     return value
 
@@ -67,14 +68,14 @@ def _http_url(value: str) -> str:
 class KafkaOAuth(ConfigModel):
     """OAUTHBEARER through an OAuth 2 provider's client-credentials grant (OIDC): offsetd
     fetches a token from `token_endpoint_url` as `client_id` and sends it to the brokers, which
-    check it against the provider's keys. No `audience` field: librdkafka (2.16) cannot send
-    one with its token request, so the brokers must not expect an audience the provider only
-    grants on request."""
+    check it against the provider's keys. `audience`: the token's audience the brokers expect,
+    for a provider that grants one only on request (Ory Hydra)."""
 
     token_endpoint_url: Annotated[str, AfterValidator(_http_url)]
     client_id: NonEmptyStr
     client_secret: Secret
     scope: NonEmptyStr | None = None
+    audience: NonEmptyStr | None = None
     ca_file: Path | None = None  # the token endpoint's CA (HTTPS); the system's CAs without it
 
 
@@ -214,7 +215,8 @@ def _sasl_login(sasl: KafkaSasl) -> dict[str, str]:
     """librdkafka's login properties: user and password, or its OIDC client-credentials fetch
     (`sasl.oauthbearer.method=oidc`: librdkafka fetches and refreshes the token itself)."""
     if sasl.oauth is None:
-        assert sasl.username is not None and sasl.password is not None  # the validator's
+        assert sasl.username is not None
+        assert sasl.password is not None
         return {"sasl.username": sasl.username, "sasl.password": sasl.password.get_secret_value()}
     oauth = sasl.oauth
     config = {
@@ -223,12 +225,17 @@ def _sasl_login(sasl: KafkaSasl) -> dict[str, str]:
         "sasl.oauthbearer.client.secret": oauth.client_secret.get_secret_value(),
         "sasl.oauthbearer.token.endpoint.url": oauth.token_endpoint_url,
     }
-    if oauth.scope is not None:
-        config["sasl.oauthbearer.scope"] = oauth.scope
+    # librdkafka appends its scope to the token request's form as it is ("...&scope=<scope>"),
+    # and has no audience setting: the scope is form-encoded here, and the audience follows as
+    # a form field of its own (the token provider of aiokafka's clients sends the same form)
+    scope = quote(oauth.scope or "", safe="")
+    if oauth.audience is not None:
+        scope += "&audience=" + quote(oauth.audience, safe="")
+    if scope:
+        config["sasl.oauthbearer.scope"] = scope
     if oauth.ca_file is not None:
         config["https.ca.location"] = str(oauth.ca_file)
     return config
-
 
 
 def _redacted_properties(properties: Mapping[str, str]) -> dict[str, str]:

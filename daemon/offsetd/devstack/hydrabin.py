@@ -1,14 +1,15 @@
 """The pinned Ory Hydra binary: the OpenID Connect provider of the `--login oauth` stack.
 
 No registry reachable here ships Hydra's release binaries, but the Go module proxy serves its
-source: a wrapper module takes `github.com/ory/hydra/v2` as a tool (`go get -tool`) and builds it with the
-`sqlite` tag, which `DSN=memory` needs (an in-memory SQLite database, cgo). A dependency's
-`replace` lines do not apply to the module that requires it, so the wrapper repeats Hydra's
-replacements by other modules (its fork of `pop`, without which it does not compile); the one by
-a local folder (`./internal/httpclient`) is not in the published module, and the published
-`hydra-client-go` Hydra requires stands in for it. The build takes
-several minutes on two loaded cores, so the result is cached by version next to kube-apiserver
-and helm (`kubebin.binaries_root`), built by `scripts/bootstrap`, and never committed.
+source: a wrapper module takes `github.com/ory/hydra/v2` as a tool (`go get -tool`) and builds
+it with the `sqlite` tag, which `DSN=memory` needs (an in-memory SQLite database, cgo). A
+dependency's `replace` lines do not apply to the module that requires it, so the wrapper
+repeats Hydra's replacements by other modules (its fork of `pop`, without which it does not
+compile); the one by a local folder (`./internal/httpclient`) is not in the published module,
+and the published `hydra-client-go` Hydra requires stands in for it. The build takes about a
+minute and a half here (longer on a loaded machine), so the result is cached by version next to
+kube-apiserver and helm (`kubebin.binaries_root`), built by `scripts/bootstrap`, and never
+committed.
 """
 
 from __future__ import annotations

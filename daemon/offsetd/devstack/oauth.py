@@ -13,24 +13,37 @@ The listener bounds each session by `connections.max.reauth.ms` and the token's 
 broker drops the connection. With the provider's short token lifetime that proves a running
 daemon refreshes its tokens.
 
-No expected audience: librdkafka's OIDC token request cannot ask for one and Hydra grants only
-requested audiences (docs/security.md says what a provider must issue).
+The brokers expect the audience `kafka`: Hydra grants an audience only when the token request
+asks for it (offsetd's `oauth.audience`) and the client may have it (its registration).
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from offsetd.devstack.oidc import HydraProvider
+from offsetd.devstack.hydrabin import ensure_hydra
+from offsetd.devstack.oidc import HydraProvider, new_client_secret, register_client
+from offsetd.devstack.procs import ProcessRecord
 from offsetd.devstack.security import OFFSETD_ACLS, Acl
 
-__all__ = ["LISTENER", "SCOPE", "OAuthLogin"]
+__all__ = [
+    "AUDIENCE",
+    "LISTENER",
+    "SCOPE",
+    "TOKEN_TTL_S",
+    "OAuthLogin",
+    "offsetd_sasl",
+    "start_provider",
+]
 
 LISTENER = "OAUTH"
 SCOPE = "kafka"
+AUDIENCE = "kafka"
+TOKEN_TTL_S = 30  # short: a running daemon must refresh its token every half minute
 REAUTH_MS = 20_000
 _VALIDATOR = "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler"
 _LOGIN_MODULE = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule"
@@ -44,6 +57,7 @@ class OAuthLogin:
     client_id: str
     secret_file: Path
     hydra_log: Path
+    listener_ports: tuple[int, ...]  # the OAUTH listener's, one per cluster
 
     def broker_properties(self, base: dict[str, Any], host: str, port: int) -> dict[str, str]:
         """The OAUTH listener added to a secure broker's settings (`base`)."""
@@ -60,6 +74,7 @@ class OAuthLogin:
             prefix + "oauthbearer.connections.max.reauth.ms": str(REAUTH_MS),
             "sasl.oauthbearer.jwks.endpoint.url": self.provider.jwks_url,
             "sasl.oauthbearer.expected.issuer": self.provider.issuer,
+            "sasl.oauthbearer.expected.audience": AUDIENCE,
             "sasl.oauthbearer.scope.claim.name": "scp",  # Hydra's claim for the granted scopes
         }
 
@@ -82,7 +97,46 @@ class OAuthLogin:
             "client_id": self.client_id,
             "client_secret_file": str(self.secret_file),
             "scope": SCOPE,
+            "audience": AUDIENCE,
             "token_ttl_s": self.provider.token_ttl_s,
             "reauth_ms": REAUTH_MS,
             "hydra_log": str(self.hydra_log),
         }
+
+
+def start_provider(
+    run_dir: Path,
+    ports: list[int],
+    spawn: Callable[[str, list[str]], ProcessRecord],
+    wait: Callable[[str, ProcessRecord, Callable[[], bool]], None],
+    log: Callable[[str], None],
+) -> OAuthLogin:
+    """Start Hydra (built the first time), wait for it, register offsetd's client; the client
+    secret goes to a file in the run directory's security folder (mode 600)."""
+    hydra = ensure_hydra(log=log)
+    provider = HydraProvider(ports[0], ports[1], TOKEN_TTL_S)
+    config = provider.write_config(run_dir / "config")
+    log(f"starting the OIDC provider (Ory Hydra) on {provider.issuer}")
+    record = spawn("hydra", provider.argv(hydra, config))
+    wait("the OIDC provider (Hydra)", record, provider.is_ready)
+    secret = new_client_secret()
+    client_id = register_client(provider, "offsetd", secret, SCOPE, AUDIENCE)
+    secret_file = run_dir / "security" / "offsetd-oauth-client-secret"
+    secret_file.parent.mkdir(parents=True, exist_ok=True)
+    secret_file.write_text(secret + "\n")
+    secret_file.chmod(0o600)
+    return OAuthLogin(provider, client_id, secret_file, Path(record.log), tuple(ports[2:]))
+
+
+def offsetd_sasl(oauth: dict[str, Any]) -> dict[str, Any]:
+    """offsetd's `sasl` section for the stack (`StackInfo.security["oauth"]`)."""
+    return {
+        "mechanism": "OAUTHBEARER",
+        "oauth": {
+            "token_endpoint_url": oauth["token_endpoint_url"],
+            "client_id": oauth["client_id"],
+            "client_secret": {"file": oauth["client_secret_file"]},
+            "scope": oauth["scope"],
+            "audience": oauth["audience"],
+        },
+    }

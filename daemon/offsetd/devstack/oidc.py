@@ -22,9 +22,9 @@ import httpx
 from offsetd.devstack.errors import DevStackError
 from offsetd.devstack.ports import HOST
 
-__all__ = ["HydraProvider", "issued_tokens", "register_client"]
+__all__ = ["HydraProvider", "issued_tokens", "new_client_secret", "register_client"]
 
-TOKEN_PATH = "/oauth2/token"
+TOKEN_PATH = "/oauth2/token"  # noqa: S105 - a path, not a password
 
 
 @dataclass(frozen=True)
@@ -81,14 +81,18 @@ class HydraProvider:
         return admin.status_code == 200 and keys.status_code == 200
 
 
-def register_client(provider: HydraProvider, name: str, secret: str, scope: str) -> str:
-    """Register a client-credentials client; its id (Hydra makes it: a UUID)."""
+def register_client(
+    provider: HydraProvider, name: str, secret: str, scope: str, audience: str
+) -> str:
+    """Register a client-credentials client that may ask for `scope` and `audience`; its id
+    (Hydra makes it: a UUID)."""
     body = {
         "client_name": name,
         "client_secret": secret,
         "grant_types": ["client_credentials"],
         "response_types": ["token"],
         "scope": scope,
+        "audience": [audience],
         "token_endpoint_auth_method": "client_secret_basic",
         "access_token_strategy": "jwt",
     }

@@ -24,7 +24,7 @@ from typing import Any
 
 from confluent_kafka.admin import AdminClient
 
-from offsetd.devstack import connect, kafka, mm2, procs, strimzi_resources
+from offsetd.devstack import connect, kafka, mm2, oauth, procs, strimzi_resources
 from offsetd.devstack.connect import ConnectRest
 from offsetd.devstack.errors import DevStackError
 from offsetd.devstack.jars import ensure_kafka_jars, java_executable
@@ -45,6 +45,8 @@ __all__ = ["CONNECT_CLUSTER_NAME", "Stack", "StackInfo"]
 CONNECT_CLUSTER_NAME = "local"
 MM2_RESOURCE = "mm2"  # the KafkaMirrorMaker2 describing the MM2 set (`dev up --k8s`)
 _PORTS_PER_KAFKA = 2
+_OAUTH_PORTS = 4  # `--login oauth`: Hydra's public and admin ports, an OAUTH listener per broker
+LOGINS = ("scram", "oauth")
 
 
 @dataclass
@@ -121,6 +123,8 @@ class StackInfo:
                     "password": {"file": self.security["offsetd_kafka_password_file"]},
                 },
             }
+            if "oauth" in self.security:  # `--login oauth`: the OAuth client, on its listener
+                kafka_security["sasl"] = oauth.offsetd_sasl(self.security["oauth"])
             connect_security = {
                 "auth": {
                     "username": "offsetd",
@@ -131,7 +135,7 @@ class StackInfo:
         return {
             "kafka_clusters": {
                 alias: {
-                    "bootstrap_servers": c["bootstrap.servers"],
+                    "bootstrap_servers": c.get("oauth.bootstrap.servers", c["bootstrap.servers"]),
                     **copy.deepcopy(kafka_security),
                 }
                 for alias, c in self.clusters.items()
@@ -194,12 +198,19 @@ class Stack:
         k8s: str | None = None,
         reconcile_interval_s: float = 120.0,
         secure: bool = False,
+        login: str = "scram",
     ) -> StackInfo:
         """Start the stack; `k8s` (a Strimzi release of the CRDs, e.g. "1.2.0") also starts
         a Kubernetes API server describing it, and the stand-in operator. `secure`: SASL_SSL
-        brokers with ACLs and HTTPS + basic-auth Connect (`devstack.security`)."""
+        brokers with ACLs and HTTPS + basic-auth Connect (`devstack.security`). `login`
+        "oauth" (secure only): offsetd logs in with OAUTHBEARER through the stack's own OIDC
+        provider, on a listener of its own (`devstack.oauth`)."""
         if workers < 1:
             raise DevStackError("--workers must be at least 1")
+        if login not in LOGINS:
+            raise DevStackError(f"--login must be one of {', '.join(LOGINS)}, not {login!r}")
+        if login != "scram" and not secure:
+            raise DevStackError(f"--login {login} needs --secure")
         if secure and k8s is not None:
             # the stand-in operator speaks plain HTTP to Connect
             raise DevStackError("--secure and --k8s cannot be combined yet")
@@ -212,15 +223,27 @@ class Stack:
         java = java_executable()
         jar_dir = ensure_kafka_jars()
         self._fresh_run_dir()
-        ports = self._ports(2 * _PORTS_PER_KAFKA + workers, base_port)
+        extra = _OAUTH_PORTS if login == "oauth" else 0
+        ports = self._ports(2 * _PORTS_PER_KAFKA + workers + extra, base_port)
+        ports, oauth_ports = ports[: len(ports) - extra], ports[len(ports) - extra :]
         security = None
         if secure:
             self.log("making the secure stack's CA, certificates and passwords")
             security = load_or_make(java, self.run_dir / "security")
+        deadline = time.monotonic() + timeout_s
         try:
-            info = self._start(
-                java, jar_dir, ports, workers, time.monotonic() + timeout_s, security
+            login_setup = (
+                oauth.start_provider(
+                    self.run_dir,
+                    oauth_ports,
+                    self._spawn,
+                    lambda what, record, ready: self._wait(what, record, deadline, ready),
+                    self.log,
+                )
+                if oauth_ports
+                else None
             )
+            info = self._start(java, jar_dir, ports, workers, deadline, security, login_setup)
             if k8s is not None:
                 info.kubernetes = self._start_k8s(info, k8s, reconcile_interval_s)
         except BaseException:
@@ -288,6 +311,7 @@ class Stack:
         workers: int,
         deadline: float,
         security: StackSecurity | None = None,
+        login: oauth.OAuthLogin | None = None,
     ) -> StackInfo:
         config_dir, logs_dir = self.run_dir / "config", self.run_dir / "logs"
         nodes = {
@@ -298,6 +322,8 @@ class Stack:
                 cluster_id=kafka.new_cluster_id(),
                 data_dir=self.run_dir / "data" / alias,
                 security=security,
+                oauth=login,
+                oauth_port=login.listener_ports[i] if login is not None else 0,
             )
             for i, alias in enumerate((mm2.SOURCE, mm2.TARGET))
         }
@@ -317,7 +343,7 @@ class Stack:
         if security is not None:
             for node in nodes.values():
                 self.log(f"granting the ACLs on {node.alias}")
-                grant_acls(node.admin_config(), STACK_ACLS)
+                grant_acls(node.admin_config(), STACK_ACLS + (login.acls() if login else []))
 
         west = nodes[mm2.TARGET]
         group = connect.WorkerGroup(bootstrap=west.bootstrap, security=security)
@@ -342,6 +368,8 @@ class Stack:
             worker_records.append(self._spawn(f"connect-{index}", argv))
             urls.append(url)
         described = _security_info(security) if security is not None else {}
+        if login is not None:
+            described["oauth"] = login.describe()
         rests = [
             connect.ConnectRest(
                 url,
@@ -367,6 +395,7 @@ class Stack:
             run_dir=str(self.run_dir),
             clusters={
                 alias: {"bootstrap.servers": n.bootstrap, "cluster.id": n.cluster_id}
+                | ({"oauth.bootstrap.servers": n.oauth_bootstrap} if n.oauth else {})
                 for alias, n in nodes.items()
             },
             connect={
