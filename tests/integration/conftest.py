@@ -57,9 +57,9 @@ class _Held:
             self._stop()
 
 
-def _stack_held(name: str, group: str, *, secure: bool) -> _Held:
+def _stack_held(name: str, group: str, *, secure: bool, login: str = "scram") -> _Held:
     local = Stack(lane_dir() / name, log=print)
-    return _Held(group, lambda: local.up(workers=1, secure=secure), local.down)
+    return _Held(group, lambda: local.up(workers=1, secure=secure, login=login), local.down)
 
 
 def _kube_held(release: str, group: str) -> _Held:
@@ -74,6 +74,7 @@ def _kube_held(release: str, group: str) -> _Held:
 
 _HELD: dict[str, _Held] = {
     "secure_stack": _stack_held("test-secure-stack", "secure", secure=True),
+    "oauth_stack": _stack_held("test-oauth-stack", "oauth", secure=True, login="oauth"),
     "kube_v1": _kube_held("1.2.0", "kube"),
     "kube_v1beta2": _kube_held("0.45.0", "kube"),
 }
@@ -147,6 +148,15 @@ def secure_stack() -> StackInfo:
     if reuse:
         return Stack(Path(reuse)).info()
     info = _HELD["secure_stack"].get()
+    assert isinstance(info, StackInfo)
+    return info
+
+
+@pytest.fixture(scope="session")
+def oauth_stack() -> StackInfo:
+    """The secure stack where offsetd logs in with OAUTHBEARER (`dev up --secure --login
+    oauth`): Hydra's tokens on a listener of offsetd's own; held for the "oauth" group."""
+    info = _HELD["oauth_stack"].get()
     assert isinstance(info, StackInfo)
     return info
 
