@@ -5,10 +5,18 @@ a token provider instead, at every connection's SASL handshake. `ClientCredentia
 the same settings as librdkafka (the client config `KafkaCluster.client_config()` renders), so
 every client of a cluster logs in as the same OAuth client. It keeps a token until a fifth of
 its lifetime is left (librdkafka refreshes at 80 % too) and fetches one for a handshake after
-that: aiokafka does not re-authenticate a live connection (KIP-368), so a broker with
-`connections.max.reauth.ms` closes it when its session ends, and the new connection's handshake
-gets the fresh token. A refused fetch raises `KafkaAuthFailed` with the endpoint's own error
-code and words (never the secret, never a token).
+that. A refused fetch raises `KafkaAuthFailed` with the endpoint's own error code and words
+(never the secret, never a token).
+
+A broker ends an OAUTHBEARER session when its token expires (KIP-368; sooner with
+`connections.max.reauth.ms`) and closes the connection at its next request unless the client
+logged in again on it. librdkafka does; aiokafka (0.14) cannot, so the broker dropped the
+daemon's connections every token lifetime, failing the requests in flight, and faust's producer
+stalled within minutes (its buffer full, progress events timing out: seen on the local stack
+with 30 s tokens). `install_session_renewal` therefore retires an aiokafka connection when its
+token is due for renewal: the client's connection pool sees it as gone, opens a new one (whose
+handshake gets a fresh token) and the old one closes once its requests in flight had time to
+finish. No request is sent on an expired session.
 """
 
 from __future__ import annotations
@@ -16,18 +24,22 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Mapping
+from typing import Any
 from urllib.parse import parse_qsl, quote
 
 import httpx
 from aiokafka.abc import AbstractTokenProvider  # type: ignore[import-untyped]
+from aiokafka.conn import AIOKafkaConnection, CloseReason  # type: ignore[import-untyped]
 
 from offsetd.errors import KafkaAuthFailed
 
-__all__ = ["ClientCredentialsTokens", "tokens_of"]
+__all__ = ["ClientCredentialsTokens", "install_session_renewal", "tokens_of"]
 
 _REFRESH_AT = 0.8  # of a token's lifetime
 _MIN_LIFETIME_S = 5.0
 _TIMEOUT_S = 10.0
+_DRAIN_S = 5.0  # a retired connection's requests in flight finish within this (fetch waits 0.5 s)
+_installed = False
 
 
 class ClientCredentialsTokens(AbstractTokenProvider):  # type: ignore[misc]  # untyped base
@@ -54,6 +66,12 @@ class ClientCredentialsTokens(AbstractTokenProvider):  # type: ignore[misc]  # u
 
     def __repr__(self) -> str:  # no secret, no token
         return f"<ClientCredentialsTokens client_id={self.client_id} url={self.token_url}>"
+
+    @property
+    def renew_at(self) -> float:
+        """When (time.monotonic) the current token is due for renewal: the end of the sessions
+        it opened, as far as offsetd's connections are concerned."""
+        return self._refresh_at
 
     async def token(self) -> str:
         """The cached token while it has more than a fifth of its lifetime left, else a new one."""
@@ -99,8 +117,43 @@ def _oauth_error(response: httpx.Response) -> str:
         return response.reason_phrase
 
 
+def install_session_renewal() -> None:
+    """Make aiokafka retire a connection whose OAUTHBEARER token is due for renewal (see the
+    module's docstring); once per process, idempotent. Connections logged in otherwise are
+    left alone."""
+    global _installed  # noqa: PLW0603 - one patch per process
+    if _installed:
+        return
+    _installed = True
+    connected, handshake = AIOKafkaConnection.connected, AIOKafkaConnection._do_sasl_handshake
+
+    async def _do_sasl_handshake(conn: Any) -> None:
+        await handshake(conn)
+        provider = conn._sasl_oauth_token_provider
+        if conn._sasl_mechanism == "OAUTHBEARER" and isinstance(provider, ClientCredentialsTokens):
+            conn._offsetd_renew_at = provider.renew_at
+
+    def _connected(conn: Any) -> bool:
+        if not connected(conn):
+            return False
+        renew_at = getattr(conn, "_offsetd_renew_at", None)
+        if renew_at is None or time.monotonic() < renew_at:
+            return True
+        conn._offsetd_renew_at = None  # retired once: the pool drops it now
+        if conn._requests:
+            conn._loop.call_later(_DRAIN_S, conn.close, CloseReason.IDLE_DROP)
+        else:
+            conn.close(CloseReason.IDLE_DROP)
+        return False
+
+    AIOKafkaConnection._do_sasl_handshake = _do_sasl_handshake
+    AIOKafkaConnection.connected = _connected
+
+
 def tokens_of(conf: Mapping[str, str]) -> ClientCredentialsTokens:
-    """The provider for a librdkafka client config whose `sasl.oauthbearer.method` is oidc."""
+    """The provider for a librdkafka client config whose `sasl.oauthbearer.method` is oidc
+    (and aiokafka's session renewal installed: every aiokafka client gets its provider here)."""
+    install_session_renewal()
     # the form fields librdkafka sends: its scope setting is "<scope>[&audience=<audience>]",
     # form-encoded (KafkaCluster.client_config)
     extra = parse_qsl("scope=" + conf.get("sasl.oauthbearer.scope", ""), keep_blank_values=False)

@@ -2,8 +2,8 @@
 
 `offsetd dev up --secure --login oauth`: Ory Hydra (built from the Go module proxy) issues JWT
 access tokens that live 30 s; each broker checks them on an OAUTHBEARER listener of offsetd's
-own with Kafka's KIP-768 validator (Hydra's JWKS, issuer, audience) and bounds every session by
-the token's expiry and `connections.max.reauth.ms`. offsetd's OAuth client is the principal
+own with Kafka's KIP-768 validator (Hydra's JWKS, issuer, audience) and ends every session when
+its token expires (KIP-368). offsetd's OAuth client is the principal
 `User:<client id>` with exactly offsetd's least-privilege ACLs; its secret is a file.
 
 One stack start for the module: the daemon heals a poison record, keeps running past several
@@ -76,8 +76,9 @@ def test_the_daemon_heals_and_refreshes_its_tokens(
     oauth_stack: StackInfo, tmp_path: Path, transcript: Transcript
 ) -> None:
     """Two poison records healed by one daemon, the second after several token lifetimes:
-    every connection it kept (librdkafka re-authenticates; aiokafka's are closed by the broker
-    at the session's end and logged in again) had to present a fresh token by then."""
+    every connection it kept had to log in again with a fresh token by then (librdkafka
+    re-authenticates on the connection; offsetd renews aiokafka's connections), or the broker
+    would have closed it."""
     oauth = _oauth(oauth_stack)
     hydra_log = Path(oauth["hydra_log"])
     local = Stack(Path(oauth_stack.run_dir))

@@ -8,10 +8,13 @@ client-credentials token Hydra sets it to the client id, so offsetd's OAuth clie
 principal `User:<client id>` and gets exactly offsetd's least-privilege ACLs
 (`security.OFFSETD_ACLS`, docs/security.md).
 
-The listener bounds each session by `connections.max.reauth.ms` and the token's expiry
-(KIP-368): a client must log in again with a fresh token before its token expires, or the
-broker drops the connection. With the provider's short token lifetime that proves a running
-daemon refreshes its tokens.
+The broker ends each session when its token expires (KIP-368: Kafka takes an OAUTHBEARER
+token's lifetime as the session's, with or without `connections.max.reauth.ms`, which could only
+make it shorter): a client must log in again with a fresh token before then, or the broker drops
+the connection. With the provider's 30 s tokens that proves a running daemon renews its tokens
+and sessions (librdkafka re-authenticates; aiokafka's connections are renewed by
+`offsetd.oauthtoken`). `connections.max.reauth.ms` is left unset: below 80 % of the token
+lifetime it would end aiokafka's sessions before offsetd renews them.
 
 The brokers expect the audience `kafka`: Hydra grants an audience only when the token request
 asks for it (offsetd's `oauth.audience`) and the client may have it (its registration).
@@ -44,7 +47,6 @@ LISTENER = "OAUTH"
 SCOPE = "kafka"
 AUDIENCE = "kafka"
 TOKEN_TTL_S = 30  # short: a running daemon must refresh its token every half minute
-REAUTH_MS = 20_000
 _VALIDATOR = "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler"
 _LOGIN_MODULE = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule"
 
@@ -71,7 +73,6 @@ class OAuthLogin:
             prefix + "sasl.enabled.mechanisms": "OAUTHBEARER",
             prefix + "oauthbearer.sasl.jaas.config": f"{_LOGIN_MODULE} required;",
             prefix + "oauthbearer.sasl.server.callback.handler.class": _VALIDATOR,
-            prefix + "oauthbearer.connections.max.reauth.ms": str(REAUTH_MS),
             "sasl.oauthbearer.jwks.endpoint.url": self.provider.jwks_url,
             "sasl.oauthbearer.expected.issuer": self.provider.issuer,
             "sasl.oauthbearer.expected.audience": AUDIENCE,
@@ -99,7 +100,6 @@ class OAuthLogin:
             "scope": SCOPE,
             "audience": AUDIENCE,
             "token_ttl_s": self.provider.token_ttl_s,
-            "reauth_ms": REAUTH_MS,
             "hydra_log": str(self.hydra_log),
         }
 
