@@ -31,6 +31,12 @@ __all__ = ["default_run_dir", "demo", "dev", "down", "env", "image", "run_dir_op
 def _print_endpoints(info: StackInfo) -> None:
     for alias, cluster in info.clusters.items():
         click.echo(f"kafka {alias:<5} bootstrap.servers={cluster['bootstrap.servers']}")
+    for alias, cluster in info.clusters.items():
+        if "oauth.bootstrap.servers" in cluster:
+            click.echo(f"oauth {alias:<5} bootstrap.servers={cluster['oauth.bootstrap.servers']}")
+    if "oauth" in info.security:
+        oauth = info.security["oauth"]
+        click.echo(f"oidc          {oauth['issuer']} (client {oauth['client_id']})")
     for url in info.connect["urls"]:
         click.echo(f"connect       {url}")
     click.echo(f"mm2           {', '.join(info.mm2['connectors'])}")
