@@ -21,7 +21,7 @@ finish. No request is sent on an expired session.
 
 from __future__ import annotations
 
-import asyncio
+import threading
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -61,7 +61,7 @@ class ClientCredentialsTokens(AbstractTokenProvider):  # type: ignore[misc]  # u
         self.ca_file = ca_file
         self._token: str | None = None
         self._refresh_at = 0.0
-        self._lock: asyncio.Lock | None = None
+        self._state = threading.Lock()
         self.fetched = 0  # tokens fetched so far (the tests' and operators' view of refreshes)
 
     def __repr__(self) -> str:  # no secret, no token
@@ -74,15 +74,20 @@ class ClientCredentialsTokens(AbstractTokenProvider):  # type: ignore[misc]  # u
         return self._refresh_at
 
     async def token(self) -> str:
-        """The cached token while it has more than a fifth of its lifetime left, else a new one."""
-        if self._lock is None:
-            self._lock = asyncio.Lock()
-        async with self._lock:
-            if self._token is None or time.monotonic() >= self._refresh_at:
-                self._token, lifetime = await self._fetch()
-                self._refresh_at = time.monotonic() + max(lifetime, _MIN_LIFETIME_S) * _REFRESH_AT
-                self.fetched += 1
-            return self._token
+        """The cached token while it has more than a fifth of its lifetime left, else a new one.
+
+        One provider serves clients on several event loops (faust runs its consumer on a thread
+        of its own), so the cache is guarded by a thread lock, never held across the fetch: two
+        handshakes at the same moment may each fetch a token, which is harmless."""
+        with self._state:
+            if self._token is not None and time.monotonic() < self._refresh_at:
+                return self._token
+        token, lifetime = await self._fetch()
+        with self._state:
+            self._token = token
+            self._refresh_at = time.monotonic() + max(lifetime, _MIN_LIFETIME_S) * _REFRESH_AT
+            self.fetched += 1
+        return token
 
     async def _fetch(self) -> tuple[str, float]:
         form = {"grant_type": "client_credentials", **self.form}
