@@ -118,10 +118,13 @@ def test_the_daemon_heals_and_refreshes_its_tokens(
 def test_the_toolkit_and_lag_log_in_with_oauthbearer(
     oauth_yaml: Path, transcript: Transcript
 ) -> None:
-    online = transcript.json_of(oauth_yaml, "offsets", "list", mm2.AUDIT_CONNECTOR)
-    offline = transcript.json_of(oauth_yaml, "offsets", "list", mm2.AUDIT_CONNECTOR, "--offline")
-    assert online, "Connect's REST API lists the audit sink's offsets"
-    assert offline, "offsetd's principal reads them from Kafka"
+    """MM2's source connector: its offsets over Connect's REST API, and from Connect's offsets
+    topic as offsetd's OAuth principal (librdkafka); `lag` reads groups through aiokafka."""
+    name = mm2.SOURCE_CONNECTOR
+    online = transcript.json_of(oauth_yaml, "offsets", "list", name)
+    offline = transcript.json_of(oauth_yaml, "offsets", "list", name, "--offline")
+    for listed in (online, offline):
+        assert mm2.HEARTBEATS_TOPIC in json.dumps(listed), listed
     lag = transcript.json_of(oauth_yaml, "lag")
     assert not lag["errors"], lag["errors"]
     assert lag["checkpoints"], "aiokafka's group reads logged in with the token provider"
@@ -133,7 +136,7 @@ def test_a_wrong_client_secret_is_one_clear_line(oauth_yaml: Path, transcript: T
         for alias in (mm2.SOURCE, mm2.TARGET)
     }
     done = transcript.run(
-        oauth_yaml, "offsets", "list", mm2.AUDIT_CONNECTOR, "--offline", env=env, timeout=60
+        oauth_yaml, "offsets", "list", mm2.SOURCE_CONNECTOR, "--offline", env=env, timeout=60
     )
     assert done.returncode == KafkaAuthFailed.exit_code, done.stderr + done.stdout
     lines = done.stderr.strip().splitlines()
