@@ -125,14 +125,8 @@ _MANAGED_PROPERTIES = frozenset(
         "sasl.mechanisms",
         "sasl.username",
         "sasl.password",
-        "sasl.oauthbearer.method",
-        "sasl.oauthbearer.client.id",
-        "sasl.oauthbearer.client.secret",
-        "sasl.oauthbearer.token.endpoint.url",
-        "sasl.oauthbearer.scope",
-        "https.ca.location",
     }
-)
+)  # not the sasl.oauthbearer.* ones: a config that set them as client_properties stays valid
 
 
 class KafkaCluster(ConfigModel):

@@ -94,7 +94,12 @@ FULL_REDACTED: dict[str, Any] = {
                 "key_password": REDACTED,
                 "check_hostname": False,
             },
-            "sasl": {"mechanism": "SCRAM-SHA-512", "username": "offsetd", "password": REDACTED},
+            "sasl": {
+                "mechanism": "SCRAM-SHA-512",
+                "username": "offsetd",
+                "password": REDACTED,
+                "oauth": None,
+            },
             "client_properties": {"linger.ms": "5", "sasl.oauthbearer.client.secret": REDACTED},
         },
     },
