@@ -6,10 +6,11 @@ it with the `sqlite` tag, which `DSN=memory` needs (an in-memory SQLite database
 dependency's `replace` lines do not apply to the module that requires it, so the wrapper
 repeats Hydra's replacements by other modules (its fork of `pop`, without which it does not
 compile); the one by a local folder (`./internal/httpclient`) is not in the published module,
-and the published `hydra-client-go` Hydra requires stands in for it. The build takes about a
-minute and a half here (longer on a loaded machine), so the result is cached by version next to
-kube-apiserver and helm (`kubebin.binaries_root`), built by `scripts/bootstrap`, and never
-committed.
+and the published `hydra-client-go` Hydra requires stands in for it. The build compiles a few
+hundred packages (minutes on two loaded cores; half a minute with a warm Go build cache), so the
+result is cached by version next to kube-apiserver and helm (`kubebin.binaries_root`), built
+on first use (`offsetd dev up --secure --login oauth`, or beside the tests when a test run
+starts: tests/conftest.py), and never committed.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Beside the SCRAM listener (`devstack.security`: the brokers, Connect, MirrorMaker 2 and the
 stack's admin keep it) each broker gets a second SASL_SSL listener, `OAUTH`, that accepts only
 OAUTHBEARER and checks tokens with Kafka's own KIP-768 validator: the signature against the
-provider's JWKS, the expiry, the issuer. The principal is the token's `sub`: for a
+provider's JWKS, the expiry, the issuer, the audience. The principal is the token's `sub`: for a
 client-credentials token Hydra sets it to the client id, so offsetd's OAuth client is the
 principal `User:<client id>` and gets exactly offsetd's least-privilege ACLs
 (`security.OFFSETD_ACLS`, docs/security.md).

@@ -11,6 +11,7 @@ import pytest
 
 from offsetd.config import load_settings
 from offsetd.errors import ConfigError, KafkaAuthFailed
+from offsetd.kafkaaccess import principal
 from offsetd.kafkalogin import login_failure
 from offsetd.oauthtoken import tokens_of
 from offsetd.spark.errors import SparkJobFailed
@@ -58,6 +59,10 @@ def test_librdkafka_and_aiokafka_get_the_same_client(tmp_path: Path) -> None:
     assert (tokens.client_id, tokens.ca_file) == ("offsetd-client", "/etc/idp/ca.pem")
     assert SECRET not in repr(tokens)
     assert SECRET not in json.dumps(settings.redacted())
+    assert (
+        principal(conf)
+        == "User:offsetd-client (OAuth client offsetd-client, if its tokens' sub is its id)"
+    )
 
 
 def test_the_client_secret_comes_from_the_environment(
