@@ -90,8 +90,11 @@ def test_the_daemon_heals_and_refreshes_its_tokens(
         assert_healed(records, said)
         daemon = next(r for r in local.live_processes() if r.name == "offsetd-run")
         healed_once = issued_tokens(hydra_log)
-        run_until = daemon.create_time + _LIFETIMES * oauth["token_ttl_s"]
-        time.sleep(max(0.0, run_until - time.time()))
+        # past four lifetimes since the daemon started, and at least two since the first heal
+        # (a slow first heal on a loaded machine must not leave no time to count renewals)
+        ttl = oauth["token_ttl_s"]
+        run_until = daemon.create_time + _LIFETIMES * ttl
+        time.sleep(max(2.0 * ttl, run_until - time.time()))
         before_second = issued_tokens(hydra_log)
         again: list[str] = []
         second = run_demo(local, config, again.append, keep_daemon=True)
