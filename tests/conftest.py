@@ -13,9 +13,10 @@ go first, each to whichever lane is free. (xdist's own `--dist
 loadgroup` reads the group from a suffix it writes into each node id, which pytest 9.2 no longer
 lets it change: pytest-dev/pytest-xdist#1386. The groups here are by module, and need no mark.)
 
-The slow builds some lanes need (kube-apiserver and helm from the Go module proxy, etcd from
-Debian, offsetd's image) start when the run starts, in the controlling process, beside the tests:
-a lane that needs one waits for it on its build lock instead of building it at its first test.
+The slow builds some lanes need (kube-apiserver, helm and Ory Hydra from the Go module proxy,
+etcd from Debian, offsetd's image) start when the run starts, in the controlling process, beside
+the tests: a lane that needs one waits for it on its build lock instead of building it at its
+first test.
 """
 
 from __future__ import annotations
@@ -66,6 +67,8 @@ GROUPS: dict[str, tuple[str, ...]] = {
     ),
     # one client-certificate stack (SSL listeners requiring a certificate, mTLS Connect) for all
     "mtls": ("test_mtls",),
+    # one secure stack whose offsetd logs in with OAUTHBEARER (Hydra's tokens) for all
+    "oauth": ("test_oauth_login",),
     # Spark's JVMs: one at a time
     "spark": ("test_spark_cluster", "test_spark_rewind"),
     "image": ("test_image",),
@@ -168,6 +171,7 @@ def _runs_integration(config: pytest.Config) -> bool:
 def _start_builds() -> None:
     """The builds some lanes need, each in a thread of this process (they wait on processes);
     a failure is printed and left to the test that needs the build, which reports it."""
+    from offsetd.devstack.hydrabin import ensure_hydra
     from offsetd.devstack.image import ensure_image
     from offsetd.devstack.kubebin import ensure_etcd, ensure_helm, ensure_kube_apiserver
 
@@ -182,6 +186,7 @@ def _start_builds() -> None:
         ("etcd", lambda: ensure_etcd(log=print)),
         ("kube-apiserver", lambda: ensure_kube_apiserver(log=print)),
         ("helm", lambda: ensure_helm(log=print)),
+        ("Ory Hydra", lambda: ensure_hydra(log=print)),
         ("the image", lambda: ensure_image(log=print)),
     ]
     for what, call in builds:

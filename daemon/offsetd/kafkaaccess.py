@@ -6,8 +6,9 @@ librdkafka words it "Broker: Topic authorization failed". The call site knows wh
 for, so it names the operation and the resources it touched, and `denied` turns the code into
 `KafkaAccessDenied` (exit 58): the principal, the operation, the resource and the bootstrap
 servers — the ACL to grant, as the least-privilege table in docs/security.md lists it. Never a
-secret: only `sasl.username`, `bootstrap.servers` and the client certificate (public: its
-subject is the principal of a TLS login) are read from the client settings.
+secret: only `sasl.username` (or the OAuth client id), `bootstrap.servers` and the client
+certificate (public: its subject is the principal of a TLS login) are read from the client
+settings.
 """
 
 from __future__ import annotations
@@ -71,6 +72,9 @@ def principal(conf: Mapping[str, str]) -> str:
     user = conf.get("sasl.username")
     if user:
         return f"User:{user}"
+    client = conf.get("sasl.oauthbearer.client.id")
+    if client:  # the broker names the token's `sub`: for client credentials, the client id
+        return f"User:{client} (OAuth client {client}, if its tokens' sub is its id)"
     if str(conf.get("security.protocol", "")).upper() in ("SSL",):
         subject = _subject(conf.get("ssl.certificate.location"))
         return f"User:{subject}" if subject else "the client certificate's principal"

@@ -13,8 +13,10 @@ that makes several clients pays for one probe.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import hashlib
+import json
 import re
 import threading
 import time
@@ -42,6 +44,7 @@ __all__ = [
 ]
 
 _AUTH = "_AUTHENTICATION"
+_TOKEN_FETCH = "Failed to acquire SASL OAUTHBEARER token: "  # noqa: S105 - a message
 _SSL = "_SSL"
 _TRANSPORT = "_TRANSPORT"
 # A broker that refuses the client certificate (missing, or of a CA it does not trust) does so,
@@ -84,6 +87,9 @@ def login_failure(
         )
     if code == _AUTH:
         reason = reason.removeprefix("SASL authentication error: ")
+        client = conf.get("sasl.oauthbearer.client.id")
+        if client is not None:
+            return _oauth_failure(reason, client, conf, where)
         user = conf.get("sasl.username", "?")
         return KafkaAuthFailed(f"{where} refused the login of user {user}: {reason}")
     reason = _OPENSSL_CODE.sub("", reason.removeprefix("SSL handshake failed: "))
@@ -91,6 +97,24 @@ def login_failure(
     ca = conf.get("ssl.ca.location")
     trusted = f" (tls.ca_file {ca})" if ca else " (the system's CA certificates)"
     return TlsFailed(f"TLS handshake with {where} failed: {reason}{trusted}")
+
+
+def _oauth_failure(
+    reason: str, client: str, conf: Mapping[str, str], where: str
+) -> KafkaAuthFailed:
+    """OAUTHBEARER: the token endpoint refused the client (librdkafka could not fetch a
+    token: the provider's RFC 6749 error in its words), or the broker refused the token."""
+    if not reason.startswith(_TOKEN_FETCH):
+        return KafkaAuthFailed(f"{where} refused the token of OAuth client {client}: {reason}")
+    detail = reason.removeprefix(_TOKEN_FETCH)
+    with contextlib.suppress(ValueError, AttributeError):
+        body = json.loads(detail)
+        detail = f"{body['error']}: {body.get('error_description', '')}".rstrip(": ")
+    url = conf.get("sasl.oauthbearer.token.endpoint.url", "?")
+    return KafkaAuthFailed(
+        f"the OAuth token endpoint {url} refused client {client} (logging in to {where}): "
+        f"{detail[:300]}"
+    )
 
 
 def describe(conf: Mapping[str, str], alias: str | None = None) -> str:

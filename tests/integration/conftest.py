@@ -75,6 +75,7 @@ def _kube_held(release: str, group: str) -> _Held:
 _HELD: dict[str, _Held] = {
     "secure_stack": _stack_held("test-secure-stack", "secure", secure=True),
     "mtls_stack": _stack_held("test-mtls-stack", "mtls", secure=True, login="mtls"),
+    "oauth_stack": _stack_held("test-oauth-stack", "oauth", secure=True, login="oauth"),
     "kube_v1": _kube_held("1.2.0", "kube"),
     "kube_v1beta2": _kube_held("0.45.0", "kube"),
 }
@@ -160,6 +161,15 @@ def mtls_stack() -> StackInfo:
     if reuse:
         return Stack(Path(reuse)).info()
     info = _HELD["mtls_stack"].get()
+    assert isinstance(info, StackInfo)
+    return info
+
+
+@pytest.fixture(scope="session")
+def oauth_stack() -> StackInfo:
+    """The secure stack where offsetd logs in with OAUTHBEARER (`dev up --secure --login
+    oauth`): Hydra's tokens on a listener of offsetd's own; held for the "oauth" group."""
+    info = _HELD["oauth_stack"].get()
     assert isinstance(info, StackInfo)
     return info
 

@@ -15,6 +15,7 @@ from faust.transport.drivers.aiokafka import credentials_to_aiokafka_auth
 from offsetd.app.wiring import Wiring
 from offsetd.config import KafkaCluster
 from offsetd.ingest import EVENTS_MAX_MESSAGE_BYTES
+from offsetd.oauthtoken import tokens_of
 from offsetd.remediation.dead_members import client_id
 
 __all__ = [
@@ -43,10 +44,15 @@ def faust_credentials(cluster: KafkaCluster) -> Any:
             context.load_cert_chain(str(tls.cert_file), str(tls.key_file), password=password)
         if tls is not None and not tls.check_hostname:
             context.check_hostname = False
+    if cluster.uses_sasl and cluster.sasl is not None and cluster.sasl.oauth is not None:
+        # the same client-credentials settings librdkafka's clients get from client_config()
+        tokens = tokens_of(cluster.client_config())
+        return faust.OAuthCredentials(oauth_cb=tokens, ssl_context=context)
     if cluster.uses_sasl and cluster.sasl is not None:
+        login = cluster.client_config()  # the user and password, as librdkafka gets them
         return faust.SASLCredentials(
-            username=cluster.sasl.username,
-            password=cluster.sasl.password.get_secret_value(),
+            username=login["sasl.username"],
+            password=login["sasl.password"],
             mechanism=cluster.sasl.mechanism,
             ssl_context=context,
         )

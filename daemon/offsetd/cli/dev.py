@@ -31,6 +31,12 @@ __all__ = ["default_run_dir", "demo", "dev", "down", "env", "image", "run_dir_op
 def _print_endpoints(info: StackInfo) -> None:
     for alias, cluster in info.clusters.items():
         click.echo(f"kafka {alias:<5} bootstrap.servers={cluster['bootstrap.servers']}")
+    for alias, cluster in info.clusters.items():
+        if "oauth.bootstrap.servers" in cluster:
+            click.echo(f"oauth {alias:<5} bootstrap.servers={cluster['oauth.bootstrap.servers']}")
+    if "oauth" in info.security:
+        oauth = info.security["oauth"]
+        click.echo(f"oidc          {oauth['issuer']} (client {oauth['client_id']})")
     for url in info.connect["urls"]:
         click.echo(f"connect       {url}")
     click.echo(f"mm2           {', '.join(info.mm2['connectors'])}")
@@ -93,8 +99,10 @@ def dev() -> None:
     type=click.Choice(LOGINS),
     default="scram",
     show_default=True,
-    help="--secure: how principals log in to Kafka and Connect's REST API (mtls: client "
-    "certificates of the stack's CA; `dev env --write-config` writes offsetd's as files).",
+    help="--secure: how offsetd logs in. mtls: client certificates of the stack's CA to Kafka "
+    "and Connect's REST API (`dev env --write-config` writes offsetd's as files); oauth: "
+    "OAUTHBEARER to Kafka with tokens of a local OIDC provider (Ory Hydra, built once from the "
+    "Go module proxy), on a listener of its own.",
 )
 def up(
     run_dir: Path,

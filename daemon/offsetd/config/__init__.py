@@ -19,6 +19,7 @@ from offsetd.config.connect_clusters import ConnectAuth, ConnectCluster, Connect
 from offsetd.config.fields import REDACTED, is_secret_property
 from offsetd.config.kafka_clusters import (
     KafkaCluster,
+    KafkaOAuth,
     KafkaSasl,
     KafkaTls,
     SaslMechanism,
@@ -50,6 +51,7 @@ __all__ = [
     "ConnectorScope",
     "DaemonSettings",
     "KafkaCluster",
+    "KafkaOAuth",
     "KafkaSasl",
     "KafkaTls",
     "LagSettings",

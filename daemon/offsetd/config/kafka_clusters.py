@@ -10,8 +10,9 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal, Self
+from urllib.parse import quote
 
-from pydantic import BeforeValidator, Field, field_serializer, model_validator
+from pydantic import AfterValidator, BeforeValidator, Field, field_serializer, model_validator
 
 from offsetd.config.fields import (
     REDACTED,
@@ -26,10 +27,17 @@ from offsetd.config.fields import (
 )
 from offsetd.yamlerrors import LocatedError
 
-__all__ = ["KafkaCluster", "KafkaSasl", "KafkaTls", "SaslMechanism", "SecurityProtocol"]
+__all__ = [
+    "KafkaCluster",
+    "KafkaOAuth",
+    "KafkaSasl",
+    "KafkaTls",
+    "SaslMechanism",
+    "SecurityProtocol",
+]
 
 SecurityProtocol = Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"]
-SaslMechanism = Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
+SaslMechanism = Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER"]
 
 
 class KafkaTls(ConfigModel):
@@ -51,10 +59,56 @@ class KafkaTls(ConfigModel):
         return self
 
 
+def _http_url(value: str) -> str:
+    if not value.startswith(("https://", "http://")) or value[-3:] == "://":
+        raise ValueError("must be an http:// or https:// URL")
+    return value
+
+
+class KafkaOAuth(ConfigModel):
+    """OAUTHBEARER through an OAuth 2 provider's client-credentials grant (OIDC): offsetd
+    fetches a token from `token_endpoint_url` as `client_id` and sends it to the brokers, which
+    check it against the provider's keys. `audience`: the token's audience the brokers expect,
+    for a provider that grants one only on request (Ory Hydra)."""
+
+    token_endpoint_url: Annotated[str, AfterValidator(_http_url)]
+    client_id: NonEmptyStr
+    client_secret: Secret
+    scope: NonEmptyStr | None = None
+    audience: NonEmptyStr | None = None
+    ca_file: Path | None = None  # the token endpoint's CA (HTTPS); the system's CAs without it
+
+
 class KafkaSasl(ConfigModel):
+    """SASL login: a user and password (PLAIN, SCRAM), or an `oauth` client (OAUTHBEARER)."""
+
     mechanism: Annotated[SaslMechanism, BeforeValidator(upper)]
-    username: NonEmptyStr
-    password: Secret
+    username: NonEmptyStr | None = None
+    password: Secret | None = None
+    oauth: KafkaOAuth | None = None
+
+    @model_validator(mode="after")
+    def _check_login(self) -> Self:
+        problems: list[tuple[tuple[str | int, ...], str]] = []
+        if self.mechanism == "OAUTHBEARER":
+            if self.oauth is None:
+                problems.append((("oauth",), "required when mechanism is OAUTHBEARER"))
+            problems.extend(
+                ((name,), "not used with OAUTHBEARER (the oauth client logs in)")
+                for name in ("username", "password")
+                if getattr(self, name) is not None
+            )
+        else:
+            problems.extend(
+                ((name,), f"required when mechanism is {self.mechanism}")
+                for name in ("username", "password")
+                if getattr(self, name) is None
+            )
+            if self.oauth is not None:
+                problems.append((("oauth",), "only used with mechanism OAUTHBEARER"))
+        if problems:
+            raise LocatedError(problems)
+        return self
 
 
 # Properties client_config() derives from dedicated fields; client_properties may not set them.
@@ -72,7 +126,7 @@ _MANAGED_PROPERTIES = frozenset(
         "sasl.username",
         "sasl.password",
     }
-)
+)  # not the sasl.oauthbearer.* ones: a config that set them as client_properties stays valid
 
 
 class KafkaCluster(ConfigModel):
@@ -146,10 +200,36 @@ class KafkaCluster(ConfigModel):
             )
         if self.sasl is not None:
             config["sasl.mechanism"] = self.sasl.mechanism
-            config["sasl.username"] = self.sasl.username
-            config["sasl.password"] = self.sasl.password.get_secret_value()
+            config.update(_sasl_login(self.sasl))
         config.update(self.client_properties)
         return config
+
+
+def _sasl_login(sasl: KafkaSasl) -> dict[str, str]:
+    """librdkafka's login properties: user and password, or its OIDC client-credentials fetch
+    (`sasl.oauthbearer.method=oidc`: librdkafka fetches and refreshes the token itself)."""
+    if sasl.oauth is None:
+        assert sasl.username is not None
+        assert sasl.password is not None
+        return {"sasl.username": sasl.username, "sasl.password": sasl.password.get_secret_value()}
+    oauth = sasl.oauth
+    config = {
+        "sasl.oauthbearer.method": "oidc",
+        "sasl.oauthbearer.client.id": oauth.client_id,
+        "sasl.oauthbearer.client.secret": oauth.client_secret.get_secret_value(),
+        "sasl.oauthbearer.token.endpoint.url": oauth.token_endpoint_url,
+    }
+    # librdkafka appends its scope to the token request's form as it is ("...&scope=<scope>"),
+    # and has no audience setting: the scope is form-encoded here, and the audience follows as
+    # a form field of its own (the token provider of aiokafka's clients sends the same form)
+    scope = quote(oauth.scope or "", safe="")
+    if oauth.audience is not None:
+        scope += "&audience=" + quote(oauth.audience, safe="")
+    if scope:
+        config["sasl.oauthbearer.scope"] = scope
+    if oauth.ca_file is not None:
+        config["https.ca.location"] = str(oauth.ca_file)
+    return config
 
 
 def _redacted_properties(properties: Mapping[str, str]) -> dict[str, str]:

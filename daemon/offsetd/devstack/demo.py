@@ -39,10 +39,17 @@ QUARANTINE_TOPIC = "offsetd.quarantine"
 
 
 def run_demo(
-    stack: Stack, config_path: Path, say: Callable[[str], None], *, secure: bool = False
+    stack: Stack,
+    config_path: Path,
+    say: Callable[[str], None],
+    *,
+    secure: bool = False,
+    keep_daemon: bool = False,
 ) -> list[dict[str, Any]]:
     """`secure`: start a secure stack when none runs (a running one is used as it is); the
-    daemon then runs as offsetd's own principal, the demo itself as the stack's admin."""
+    daemon then runs as offsetd's own principal, the demo itself as the stack's admin.
+    `keep_daemon`: the daemon an earlier demo started (with `config_path`) heals this one's
+    poison record too, without a restart (a test of a long-running daemon)."""
     try:
         info = stack.info()
         say(f"using the running {'secure ' if info.security else ''}stack in {info.run_dir}")
@@ -50,25 +57,12 @@ def run_demo(
         say(f"starting the local {'secure ' if secure else ''}stack")
         info = stack.up(secure=secure)
     west = info.admin_config("west")
-    port = free_ports(1)[0]
-    _write_config(info, config_path, port)
-    say(f"wrote {config_path}")
-    _topics(west, [TOPIC, DLQ])
-    repo = find_pom().parents[3]
-    argv = [
-        sys.executable,
-        "-m",
-        "offsetd",
-        "run",
-        "--config",
-        str(config_path.resolve()),
-        "--rules",
-        str(repo / "rules" / "examples"),
-        "--enforce",
-    ]
-    stack.spawn_extra("offsetd-run", argv)
-    _wait(f"the daemon's /metrics on port {port}", lambda: _up(f"http://127.0.0.1:{port}/metrics"))
-    say(f"offsetd run is up (enforce mode), metrics on http://127.0.0.1:{port}/metrics")
+    if keep_daemon:
+        if not any(r.name == "offsetd-run" for r in stack.live_processes()):
+            raise DevStackError("keep_daemon: no daemon of an earlier demo runs")
+        say("the daemon already running heals this one too")
+    else:
+        _start_daemon(stack, info, config_path, say)
 
     http = info.connect_rest(timeout_s=30).http  # the admin over HTTPS on a secure stack
     # A new name each run: a deleted connector's consumer group would resume at the poison record.
@@ -128,6 +122,31 @@ def run_demo(
                 f"{ref.topic}-{ref.partition}@{ref.offset}, value {copy.stored.value!r}"
             )
     return [r for r in read_records(conf, AUDIT_TOPIC) if r.get("connector") == connector]
+
+
+def _start_daemon(
+    stack: Stack, info: StackInfo, config_path: Path, say: Callable[[str], None]
+) -> None:
+    """Write the config (the daemon section on a free port) and start `offsetd run`."""
+    port = free_ports(1)[0]
+    _write_config(info, config_path, port)
+    say(f"wrote {config_path}")
+    _topics(info.admin_config("west"), [TOPIC, DLQ])
+    repo = find_pom().parents[3]
+    argv = [
+        sys.executable,
+        "-m",
+        "offsetd",
+        "run",
+        "--config",
+        str(config_path.resolve()),
+        "--rules",
+        str(repo / "rules" / "examples"),
+        "--enforce",
+    ]
+    stack.spawn_extra("offsetd-run", argv)
+    _wait(f"the daemon's /metrics on port {port}", lambda: _up(f"http://127.0.0.1:{port}/metrics"))
+    say(f"offsetd run is up (enforce mode), metrics on http://127.0.0.1:{port}/metrics")
 
 
 def _write_config(info: StackInfo, path: Path, port: int) -> None:

@@ -13,6 +13,7 @@ from confluent_kafka.admin import AdminClient
 
 from offsetd.devstack.errors import DevStackError
 from offsetd.devstack.jvm import java_command, render_properties, write_log_config
+from offsetd.devstack.oauth import OAuthLogin
 from offsetd.devstack.ports import HOST
 from offsetd.devstack.security import StackSecurity
 
@@ -38,6 +39,12 @@ class KafkaNode:
     cluster_id: str
     data_dir: Path
     security: StackSecurity | None = None  # None: PLAINTEXT, no authorizer
+    oauth: OAuthLogin | None = None  # `--login oauth`: an OAUTHBEARER listener on oauth_port
+    oauth_port: int = 0
+
+    @property
+    def oauth_bootstrap(self) -> str:
+        return f"{HOST}:{self.oauth_port}"
 
     @property
     def bootstrap(self) -> str:
@@ -57,6 +64,8 @@ class KafkaNode:
             props.update(
                 self.security.broker_properties(HOST, self.broker_port, self.controller_port)
             )
+        if self.oauth is not None:
+            props.update(self.oauth.broker_properties(props, HOST, self.oauth_port))
         return props
 
     def _plain_properties(self) -> dict[str, str | int]:
@@ -115,6 +124,7 @@ def prepare(
         log_config=write_log_config(config_dir, "broker", "info"),
         logs_dir=logs_dir,
         heap_mb=512,
+        jvm_options=node.oauth.jvm_options() if node.oauth is not None else (),
     )
 
 

@@ -24,7 +24,7 @@ from typing import Any
 
 from confluent_kafka.admin import AdminClient
 
-from offsetd.devstack import connect, kafka, mm2, mtls, procs, strimzi_resources
+from offsetd.devstack import connect, kafka, mm2, mtls, oauth, procs, strimzi_resources
 from offsetd.devstack.connect import ConnectRest
 from offsetd.devstack.errors import DevStackError
 from offsetd.devstack.jars import ensure_kafka_jars, java_executable
@@ -39,7 +39,8 @@ __all__ = ["CONNECT_CLUSTER_NAME", "LOGINS", "Stack", "StackInfo"]
 CONNECT_CLUSTER_NAME = "local"
 MM2_RESOURCE = "mm2"  # the KafkaMirrorMaker2 describing the MM2 set (`dev up --k8s`)
 _PORTS_PER_KAFKA = 2
-LOGINS = ("scram", mtls.LOGIN)  # how the secure stack's principals log in (`dev up --login`)
+_OAUTH_PORTS = 4  # `--login oauth`: Hydra's public and admin ports, an OAUTH listener per broker
+LOGINS = ("scram", mtls.LOGIN, "oauth")  # how the secure stack's principals log in (`--login`)
 
 
 @dataclass
@@ -120,6 +121,8 @@ class StackInfo:
                     "password": {"file": self.security["offsetd_kafka_password_file"]},
                 },
             }
+            if "oauth" in self.security:  # `--login oauth`: the OAuth client, on its listener
+                kafka_security["sasl"] = oauth.offsetd_sasl(self.security["oauth"])
             connect_security = {
                 "auth": {
                     "username": "offsetd",
@@ -130,7 +133,7 @@ class StackInfo:
         return {
             "kafka_clusters": {
                 alias: {
-                    "bootstrap_servers": c["bootstrap.servers"],
+                    "bootstrap_servers": c.get("oauth.bootstrap.servers", c["bootstrap.servers"]),
                     **copy.deepcopy(kafka_security),
                 }
                 for alias, c in self.clusters.items()
@@ -198,7 +201,9 @@ class Stack:
         """Start the stack; `k8s` (a Strimzi release of the CRDs, e.g. "1.2.0") also starts
         a Kubernetes API server describing it, and the stand-in operator. `secure`: SASL_SSL
         brokers with ACLs and HTTPS + basic-auth Connect (`devstack.security`); with `login`
-        "mtls" client certificates instead of passwords (`devstack.mtls`)."""
+        "mtls" client certificates instead of passwords (`devstack.mtls`); with "oauth" offsetd
+        logs in with OAUTHBEARER through the stack's own OIDC provider, on a listener of its own
+        (`devstack.oauth`)."""
         if workers < 1:
             raise DevStackError("--workers must be at least 1")
         if login not in LOGINS:
@@ -217,7 +222,9 @@ class Stack:
         java = java_executable()
         jar_dir = ensure_kafka_jars()
         self._fresh_run_dir()
-        ports = self._ports(2 * _PORTS_PER_KAFKA + workers, base_port)
+        extra = _OAUTH_PORTS if login == "oauth" else 0
+        ports = self._ports(2 * _PORTS_PER_KAFKA + workers + extra, base_port)
+        ports, oauth_ports = ports[: len(ports) - extra], ports[len(ports) - extra :]
         security: StackSecurity | None = None
         if secure:
             self.log("making the secure stack's CA, certificates and passwords")
@@ -225,10 +232,20 @@ class Stack:
                 security = mtls.load_or_make(java, self.run_dir / "security-mtls")
             else:
                 security = load_or_make(java, self.run_dir / "security")
+        deadline = time.monotonic() + timeout_s
         try:
-            info = self._start(
-                java, jar_dir, ports, workers, time.monotonic() + timeout_s, security
+            login_setup = (
+                oauth.start_provider(
+                    self.run_dir,
+                    oauth_ports,
+                    self._spawn,
+                    lambda what, record, ready: self._wait(what, record, deadline, ready),
+                    self.log,
+                )
+                if oauth_ports
+                else None
             )
+            info = self._start(java, jar_dir, ports, workers, deadline, security, login_setup)
             if k8s is not None:
                 info.kubernetes = self._start_k8s(info, k8s, reconcile_interval_s)
         except BaseException:
@@ -296,6 +313,7 @@ class Stack:
         workers: int,
         deadline: float,
         security: StackSecurity | None = None,
+        login: oauth.OAuthLogin | None = None,
     ) -> StackInfo:
         config_dir, logs_dir = self.run_dir / "config", self.run_dir / "logs"
         nodes = {
@@ -306,6 +324,8 @@ class Stack:
                 cluster_id=kafka.new_cluster_id(),
                 data_dir=self.run_dir / "data" / alias,
                 security=security,
+                oauth=login,
+                oauth_port=login.listener_ports[i] if login is not None else 0,
             )
             for i, alias in enumerate((mm2.SOURCE, mm2.TARGET))
         }
@@ -325,7 +345,9 @@ class Stack:
         if security is not None:
             for node in nodes.values():
                 self.log(f"granting the ACLs on {node.alias}")
-                grant_acls(node.admin_config(), security.stack_acls())
+                grant_acls(
+                    node.admin_config(), security.stack_acls() + (login.acls() if login else [])
+                )
 
         west = nodes[mm2.TARGET]
         group = connect.WorkerGroup(bootstrap=west.bootstrap, security=security)
@@ -350,6 +372,8 @@ class Stack:
             worker_records.append(self._spawn(f"connect-{index}", argv))
             urls.append(url)
         described = _security_info(security) if security is not None else {}
+        if login is not None:
+            described["oauth"] = login.describe()
         rest_args = security.rest_client_args() if security is not None else {}
         rests = [connect.ConnectRest(url, **rest_args) for url in urls]
         try:
@@ -369,6 +393,7 @@ class Stack:
             run_dir=str(self.run_dir),
             clusters={
                 alias: {"bootstrap.servers": n.bootstrap, "cluster.id": n.cluster_id}
+                | ({"oauth.bootstrap.servers": n.oauth_bootstrap} if n.oauth else {})
                 for alias, n in nodes.items()
             },
             connect={

@@ -32,6 +32,7 @@ from aiokafka.admin import AIOKafkaAdminClient  # type: ignore[import-untyped]
 from aiokafka.errors import GroupAuthorizationFailedError  # type: ignore[import-untyped]
 
 from offsetd.kafkaaccess import DENIED, denied
+from offsetd.oauthtoken import tokens_of
 
 __all__ = ["GroupReader", "aiokafka_options"]
 
@@ -42,7 +43,8 @@ _SASL = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 
 
 def aiokafka_options(conf: Mapping[str, str]) -> dict[str, Any]:
-    """aiokafka's connection options for a librdkafka client config (TLS, SASL PLAIN/SCRAM)."""
+    """aiokafka's connection options for a librdkafka client config (TLS, SASL PLAIN/SCRAM,
+    OAUTHBEARER through the same OAuth client librdkafka's clients use)."""
     protocol = str(conf.get("security.protocol", "PLAINTEXT")).upper()
     options: dict[str, Any] = {
         "bootstrap_servers": conf["bootstrap.servers"],
@@ -58,6 +60,9 @@ def aiokafka_options(conf: Mapping[str, str]) -> dict[str, Any]:
         options["ssl_context"] = context
     if protocol.startswith("SASL"):
         mechanism = str(conf.get("sasl.mechanism", "PLAIN")).upper()
+        if mechanism == "OAUTHBEARER":
+            options.update(sasl_mechanism=mechanism, sasl_oauth_token_provider=tokens_of(conf))
+            return options
         if mechanism not in _SASL:
             raise ValueError(f"sasl.mechanism {mechanism} is not supported for group reads")
         options.update(

@@ -79,6 +79,13 @@ def kafka_options(client: Mapping[str, str]) -> dict[str, str]:
     if client.get("ssl.endpoint.identification.algorithm") == "none":
         out["kafka.ssl.endpoint.identification.algorithm"] = ""
     mechanism = client.get("sasl.mechanism")
+    if mechanism is not None and mechanism.upper() == "OAUTHBEARER":
+        # Kafka's Java login takes the client secret in sasl.jaas.config, whose redaction
+        # in Spark's logs covers only `password=`: the secret would be logged.
+        raise SparkJobFailed(
+            "SASL OAUTHBEARER is not supported by the Spark scan: Spark's Kafka source would "
+            "log the OAuth client secret; give the scan's cluster a SCRAM or PLAIN principal"
+        )
     if mechanism is not None:
         module = _JAAS.get(mechanism.upper())
         if module is None:

@@ -94,7 +94,12 @@ FULL_REDACTED: dict[str, Any] = {
                 "key_password": REDACTED,
                 "check_hostname": False,
             },
-            "sasl": {"mechanism": "SCRAM-SHA-512", "username": "offsetd", "password": REDACTED},
+            "sasl": {
+                "mechanism": "SCRAM-SHA-512",
+                "username": "offsetd",
+                "password": REDACTED,
+                "oauth": None,
+            },
             "client_properties": {"linger.ms": "5", "sasl.oauthbearer.client.secret": REDACTED},
         },
     },
@@ -221,6 +226,7 @@ def test_full_file_loads_every_field(tmp_path: Path) -> None:
     assert settings.redacted() == FULL_REDACTED
     west = settings.kafka_clusters["west"]
     assert west.sasl is not None
+    assert west.sasl.password is not None
     assert west.sasl.password.get_secret_value() == "sasl-pw-1"
     assert west.tls is not None
     assert west.tls.ca_file == Path("/etc/offsetd/ca.pem")
@@ -300,6 +306,7 @@ def test_env_deep_merges_one_nested_field(tmp_path: Path) -> None:
 
     sasl = settings.kafka_clusters["west"].sasl
     assert sasl is not None
+    assert sasl.password is not None
     assert sasl.password.get_secret_value() == "from-env"
     assert (sasl.username, sasl.mechanism) == ("offsetd", "SCRAM-SHA-512")
     assert (

@@ -1,0 +1,125 @@
+"""The OpenID Connect provider of the `--login oauth` stack: Ory Hydra, on plain HTTP on loopback.
+
+Hydra runs from the cached build (`hydrabin`) with an in-memory store (`dsn: memory`: nothing
+outlives the process, and a new stack registers its client again), JWT access tokens (the
+brokers check them offline against Hydra's JWKS, KIP-768) and a short access-token lifetime, so
+a test sees tokens refreshed within minutes. Plain HTTP (`serve all --dev`): every endpoint is on
+127.0.0.1 and only the stack's processes use it; the Kafka listeners themselves are TLS.
+
+Hydra's request log (JSON, one line a request, no header or body: it redacts what could be a
+secret unless told to leak it) is how the tests count the tokens it issued.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+from offsetd.devstack.errors import DevStackError
+from offsetd.devstack.ports import HOST
+
+__all__ = ["HydraProvider", "issued_tokens", "new_client_secret", "register_client"]
+
+TOKEN_PATH = "/oauth2/token"  # noqa: S105 - a path, not a password
+
+
+@dataclass(frozen=True)
+class HydraProvider:
+    """One Hydra process: its two ports (public: token and JWKS; admin: clients, health)."""
+
+    public_port: int
+    admin_port: int
+    token_ttl_s: int
+
+    @property
+    def issuer(self) -> str:
+        return f"http://{HOST}:{self.public_port}"
+
+    @property
+    def token_url(self) -> str:
+        return self.issuer + TOKEN_PATH
+
+    @property
+    def jwks_url(self) -> str:
+        return self.issuer + "/.well-known/jwks.json"
+
+    @property
+    def admin_url(self) -> str:
+        return f"http://{HOST}:{self.admin_port}"
+
+    def write_config(self, config_dir: Path) -> Path:
+        """Hydra's configuration file (mode 600: it holds the system secret signing cookies)."""
+        path = config_dir / "hydra.json"
+        config = {
+            "dsn": "memory",
+            "serve": {
+                "public": {"host": HOST, "port": self.public_port},
+                "admin": {"host": HOST, "port": self.admin_port},
+            },
+            "urls": {"self": {"issuer": self.issuer}},
+            "secrets": {"system": [secrets.token_urlsafe(32)]},
+            "strategies": {"access_token": "jwt"},
+            "ttl": {"access_token": f"{self.token_ttl_s}s"},
+            "log": {"level": "info", "format": "json", "leak_sensitive_values": False},
+        }
+        path.write_text(json.dumps(config, indent=2))
+        path.chmod(0o600)
+        return path
+
+    def argv(self, hydra: Path, config: Path) -> list[str]:
+        # --dev: the issuer and endpoints may be plain HTTP (loopback only, see the docstring)
+        return [str(hydra), "serve", "all", "--dev", "--sqa-opt-out", "--config", str(config)]
+
+    def is_ready(self) -> bool:
+        with httpx.Client(timeout=2.0) as http:
+            admin = http.get(f"{self.admin_url}/health/ready")
+            keys = http.get(self.jwks_url)
+        return admin.status_code == 200 and keys.status_code == 200
+
+
+def register_client(
+    provider: HydraProvider, name: str, secret: str, scope: str, audience: str
+) -> str:
+    """Register a client-credentials client that may ask for `scope` and `audience`; its id
+    (Hydra makes it: a UUID)."""
+    body = {
+        "client_name": name,
+        "client_secret": secret,
+        "grant_types": ["client_credentials"],
+        "response_types": ["token"],
+        "scope": scope,
+        "audience": [audience],
+        "token_endpoint_auth_method": "client_secret_basic",
+        "access_token_strategy": "jwt",
+    }
+    with httpx.Client(timeout=10.0) as http:
+        response = http.post(f"{provider.admin_url}/admin/clients", json=body)
+    if response.status_code != 201:
+        raise DevStackError(
+            f"registering the OAuth client {name} with Hydra failed: HTTP {response.status_code}"
+        )
+    return str(response.json()["client_id"])
+
+
+def issued_tokens(log: Path) -> int:
+    """How many tokens Hydra issued: its request log's successful token-endpoint requests."""
+    count = 0
+    for line in log.read_text(errors="replace").splitlines():
+        if TOKEN_PATH not in line:
+            continue
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        request, response = entry.get("http_request", {}), entry.get("http_response", {})
+        if request.get("path") == TOKEN_PATH and response.get("status") == 200:
+            count += 1
+    return count
+
+
+def new_client_secret() -> str:
+    return secrets.token_urlsafe(24)
