@@ -182,10 +182,22 @@ class Transcript:
         done = subprocess.CompletedProcess(argv, proc.returncode, stdout, stderr)
         return done, sorted(seen)
 
-    def ok(self, config: Path, *args: str, input: str | None = None) -> str:
-        done = self.run(config, *args, input=input)
+    def ok(
+        self,
+        config: Path,
+        *args: str,
+        input: str | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> str:
+        done = self.run(config, *args, input=input, env=env)
         assert done.returncode == 0, f"offsetd {' '.join(args)}: {done.stderr}{done.stdout}"
         return done.stdout
 
-    def json_of(self, config: Path, *args: str, input: str | None = None) -> Any:
-        return json.loads(self.ok(config, *args, "-o", "json", input=input))
+    def json_of(
+        self,
+        config: Path,
+        *args: str,
+        input: str | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> Any:
+        return json.loads(self.ok(config, *args, "-o", "json", input=input, env=env))

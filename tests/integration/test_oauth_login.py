@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,7 @@ from ruamel.yaml import YAML
 
 from offsetd.devstack import mm2
 from offsetd.devstack.demo import run_demo
+from offsetd.devstack.kubebin import ensure_helm
 from offsetd.devstack.oidc import issued_tokens
 from offsetd.devstack.stack import Stack, StackInfo
 from offsetd.errors import KafkaAuthFailed
@@ -147,6 +149,81 @@ def test_a_wrong_client_secret_is_one_clear_line(oauth_yaml: Path, transcript: T
     assert "refused client" in lines[0], lines[0]
     assert "invalid_client" in lines[0], lines[0]
     assert "Traceback" not in done.stderr + done.stdout
+
+
+def test_the_charts_oauth_login_logs_in(
+    oauth_stack: StackInfo, oauth_yaml: Path, transcript: Transcript, tmp_path: Path
+) -> None:
+    """The Helm chart given the OAuth client by reference (`logins.kafka.<alias>.oauth`, its
+    secret in a Secret, the brokers' CA in Strimzi's cluster CA Secret): played from the
+    rendering (the CA at its mount path, the secret as the variable its `secretKeyRef` names),
+    offsetd with the rendered config reads MM2's offsets from Connect's offsets topic."""
+    written = YAML(typ="safe").load(oauth_yaml.read_text())
+    oauth = written["kafka_clusters"][mm2.TARGET]["sasl"]["oauth"]
+    ca_file = written["kafka_clusters"][mm2.TARGET]["tls"]["ca_file"]
+    secret = Path(_oauth(oauth_stack)["client_secret_file"]).read_text().strip()
+    kept = {"my-cluster-cluster-ca-cert": {"ca.crt": Path(ca_file).read_text()}}
+    logins = {
+        alias: {
+            "ca": {"secretName": "my-cluster-cluster-ca-cert"},
+            "oauth": {
+                "tokenEndpointUrl": oauth["token_endpoint_url"],
+                "clientId": oauth["client_id"],
+                "clientSecret": {"secretName": "offsetd-oauth"},
+                "scope": oauth["scope"],
+                "audience": oauth["audience"],
+            },
+        }
+        for alias in written["kafka_clusters"]
+    }
+    config = {  # the config without its logins: the chart derives them
+        "kafka_clusters": {
+            alias: {k: v for k, v in c.items() if k not in ("tls", "sasl", "security_protocol")}
+            for alias, c in written["kafka_clusters"].items()
+        },
+        "connect_clusters": {  # no REST call below: its basic auth is the SCRAM stack's
+            alias: {k: v for k, v in c.items() if k != "auth"}
+            for alias, c in written["connect_clusters"].items()
+        },
+    }
+    values_file = tmp_path / "values.yaml"
+    values_file.write_text(json.dumps({"config": config, "logins": {"kafka": logins}}))
+    chart = Path(__file__).resolve().parents[2] / "deploy" / "helm" / "offsetd"
+    done = subprocess.run(
+        [str(ensure_helm(log=print)), "template", "sso", str(chart), "-f", str(values_file)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert secret not in done.stdout
+    docs = [d for d in YAML(typ="safe").load_all(done.stdout) if d]
+    [deployment] = [d for d in docs if d["kind"] == "Deployment"]
+    [configmap] = [d for d in docs if d["metadata"]["name"] == "sso-offsetd-config"]
+    pod = deployment["spec"]["template"]["spec"]
+    [container] = pod["containers"]
+    mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
+    root = tmp_path / "pod"
+    for volume in pod["volumes"]:
+        if volume["name"].startswith("login-"):
+            folder = root / mounts[volume["name"]].lstrip("/")
+            folder.mkdir(parents=True)
+            for item in volume["secret"]["items"]:
+                data = kept[volume["secret"]["secretName"]][item["key"]]
+                (folder / item["path"]).write_text(data)
+    env = {  # each secretKeyRef: here only the client secret
+        v["name"]: secret
+        for v in container["env"]
+        if v.get("valueFrom", {}).get("secretKeyRef", {}).get("name") == "offsetd-oauth"
+    }
+    assert sorted(env) == sorted(
+        f"OFFSETD_KAFKA_CLUSTERS__{alias.upper()}__SASL__OAUTH__CLIENT_SECRET" for alias in logins
+    )
+    played = tmp_path / "offsetd.yaml"
+    rendered = configmap["data"]["offsetd.yaml"]
+    played.write_text(rendered.replace("/etc/offsetd/logins/", f"{root}/etc/offsetd/logins/"))
+    name = mm2.SOURCE_CONNECTOR
+    offline = transcript.json_of(played, "offsets", "list", name, "--offline", env=env)
+    assert mm2.HEARTBEATS_TOPIC in json.dumps(offline), offline
 
 
 def test_no_secret_and_no_token_anywhere(oauth_stack: StackInfo, transcript: Transcript) -> None:
