@@ -431,7 +431,9 @@ def test_a_certificate_principal_missing_one_acl_is_told_which(
         args = ("offsets", "alter", sink, "--offline", "--file", "-")
         refused = transcript.run(lp, *args, input=doc, timeout=120)
         assert refused.returncode == KafkaAccessDenied.exit_code, refused.stderr
-        [line] = refused.stderr.strip().splitlines()
+        lines = refused.stderr.strip().splitlines()
+        assert len(lines) == 1, refused.stderr
+        [line] = lines
         assert f"User:CN={name} needs READ on group 'connect-{sink}'" in line, line
         assert _committed(sconnect, sink) == 4
 

@@ -62,6 +62,9 @@ def _producer(conf: Mapping[str, str], timeout_s: float) -> Producer:
             "partitioner": "murmur2_random",
             "message.timeout.ms": max(1000, int(timeout_s * 1000)),
             "linger.ms": 5,
+            # errors only: librdkafka's info lines (e.g. BGQUEUE "Purging 1 unserved events",
+            # at close on a loaded machine) go to stderr, where a command says one line
+            "log_level": 3,
         }
     )
 

@@ -160,6 +160,9 @@ class KafkaSnapshotStore(SnapshotListing):
                     "linger.ms": "5",
                     "message.timeout.ms": str(max(1000, int(self.timeout_s * 1000))),
                     "allow.auto.create.topics": "false",
+                    # errors only: librdkafka's info lines (BGQUEUE "Purging 1 unserved
+                    # events" at close) would go to the stderr of a one-line command
+                    "log_level": "3",
                 }
             )
         return self._producer
