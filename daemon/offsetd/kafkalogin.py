@@ -60,10 +60,10 @@ _CERT_ALERT = re.compile(
 _BROKER_PREFIX = re.compile(r"^\S+://\S+?/\S+?: ")  # "sasl_ssl://host:port/bootstrap: "
 _OPENSSL_CODE = re.compile(r"error:[0-9A-Fa-f]+:[^:]*:[^:]*:")  # "error:0A000086:SSL routines::"
 _AFTER = re.compile(r"\s*\(after \d+ms in state \w+\)\s*$")
-# libcurl's words (librdkafka's HTTP client) for a token endpoint whose TLS handshake failed:
-# "SSL certificate problem: unable to get local issuer certificate", "SSL: no alternative
-# certificate subject name matches ...", "error setting certificate file: ...", "OpenSSL/3...:
-# error:...:SSL routines::wrong version number"
+# libcurl's words (librdkafka's HTTP client) for a token endpoint whose TLS handshake failed
+# (librdkafka 2.16): "SSL certificate OpenSSL verify result: unable to get local issuer
+# certificate (20)", "SSL: no alternative certificate subject name matches ...", "TLS connect
+# error: error:0A00010B:SSL routines::wrong version number"
 _CURL_TLS = re.compile(r"^(SSL|OpenSSL|TLS)\b|^error setting certificate|SSL routines|SSL_connect")
 
 _CALLBACK_CHECK_S = 0.02  # how often a waiting probe looks for a login or TLS failure

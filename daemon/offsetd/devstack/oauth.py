@@ -76,11 +76,19 @@ class OAuthLogin:
 
     def jaas_config(self) -> str:
         """The OAUTH listener's JAAS entry: its `ssl.*` options are the JWKS fetch's TLS
-        settings (see the module's docstring)."""
+        settings (see the module's docstring).
+
+        The same entry is the broker's own login on this listener, which Kafka performs at
+        start-up with its default (unsecured) login handler: with no option it makes no token,
+        with any it builds an unsigned one and fails the broker's start without a `sub`
+        ("No principal name in JWT claim: sub"). That token is never presented: the brokers
+        talk to each other over the SCRAM listener, and this listener's validator would refuse
+        an unsigned token anyway."""
         options = {
             "ssl.truststore.location": str(self.truststore),
             "ssl.truststore.password": self.truststore_password,
             "ssl.truststore.type": "PKCS12",
+            "unsecuredLoginStringClaim_sub": "broker",
         }
         # a JAAS option value is a double-quoted string, JSON-escaped
         rendered = " ".join(f"{key}={json.dumps(value)}" for key, value in options.items())

@@ -82,6 +82,8 @@ def test_the_brokers_fetch_the_jwks_over_https_trusting_the_stack_ca_on_the_oaut
     assert f'ssl.truststore.location="{tmp_path / "truststore.p12"}"' in jaas
     assert 'ssl.truststore.password="store-\\"pw\\""' in jaas  # quoted: one JAAS value
     assert 'ssl.truststore.type="PKCS12"' in jaas
+    # the broker's own (unused) login on the listener needs a subject once options are given
+    assert 'unsecuredLoginStringClaim_sub="broker"' in jaas
     assert jaas.endswith(";")
     assert props["sasl.oauthbearer.jwks.endpoint.url"] == (
         "https://127.0.0.1:4444/.well-known/jwks.json"
