@@ -5,7 +5,9 @@ the client's `error_cb` (codes `_AUTHENTICATION` and `_SSL`), and only while the
 polled; the request itself just times out as a "broker transport failure". So a command with a
 wrong password would wait its whole timeout and then blame the network. `LoginWatch` collects
 those callbacks, `login_failure` turns the first one into `KafkaAuthFailed` / `TlsFailed` with
-one line naming the cluster and the cause (librdkafka's words carry no secret), and `check_login`
+one line naming the cluster and the cause (librdkafka's words carry no secret; with OAUTHBEARER
+a token endpoint that refused the client or whose certificate did not verify is named instead),
+and `check_login`
 is the probe every command runs before it uses a cluster: it returns as soon as a broker answers
 or librdkafka reported why it will not, and remembers a cluster that answered, so a command
 that makes several clients pays for one probe.
@@ -58,6 +60,11 @@ _CERT_ALERT = re.compile(
 _BROKER_PREFIX = re.compile(r"^\S+://\S+?/\S+?: ")  # "sasl_ssl://host:port/bootstrap: "
 _OPENSSL_CODE = re.compile(r"error:[0-9A-Fa-f]+:[^:]*:[^:]*:")  # "error:0A000086:SSL routines::"
 _AFTER = re.compile(r"\s*\(after \d+ms in state \w+\)\s*$")
+# libcurl's words (librdkafka's HTTP client) for a token endpoint whose TLS handshake failed
+# (librdkafka 2.16): "SSL certificate OpenSSL verify result: unable to get local issuer
+# certificate (20)", "SSL: no alternative certificate subject name matches ...", "TLS connect
+# error: error:0A00010B:SSL routines::wrong version number"
+_CURL_TLS = re.compile(r"^(SSL|OpenSSL|TLS)\b|^error setting certificate|SSL routines|SSL_connect")
 
 _CALLBACK_CHECK_S = 0.02  # how often a waiting probe looks for a login or TLS failure
 _ANSWERED: set[str] = set()  # clusters (bootstrap, identity) that answered in this process
@@ -101,16 +108,24 @@ def login_failure(
 
 def _oauth_failure(
     reason: str, client: str, conf: Mapping[str, str], where: str
-) -> KafkaAuthFailed:
+) -> KafkaAuthFailed | TlsFailed:
     """OAUTHBEARER: the token endpoint refused the client (librdkafka could not fetch a
-    token: the provider's RFC 6749 error in its words), or the broker refused the token."""
+    token: the provider's RFC 6749 error in its words), its certificate did not verify against
+    `oauth.ca_file` (librdkafka's `https.ca.location`), or the broker refused the token."""
     if not reason.startswith(_TOKEN_FETCH):
         return KafkaAuthFailed(f"{where} refused the token of OAuth client {client}: {reason}")
     detail = reason.removeprefix(_TOKEN_FETCH)
+    url = conf.get("sasl.oauthbearer.token.endpoint.url", "?")
+    if _CURL_TLS.search(detail):
+        ca = conf.get("https.ca.location")
+        trusted = f"oauth.ca_file {ca}" if ca else "the system's CA certificates"
+        return TlsFailed(
+            f"TLS handshake with the OAuth token endpoint {url} failed (logging in to {where}): "
+            f"{_OPENSSL_CODE.sub('', detail)[:300]} ({trusted})"
+        )
     with contextlib.suppress(ValueError, AttributeError):
         body = json.loads(detail)
         detail = f"{body['error']}: {body.get('error_description', '')}".rstrip(": ")
-    url = conf.get("sasl.oauthbearer.token.endpoint.url", "?")
     return KafkaAuthFailed(
         f"the OAuth token endpoint {url} refused client {client} (logging in to {where}): "
         f"{detail[:300]}"

@@ -6,7 +6,9 @@ the same settings as librdkafka (the client config `KafkaCluster.client_config()
 every client of a cluster logs in as the same OAuth client. It keeps a token until a fifth of
 its lifetime is left (librdkafka refreshes at 80 % too) and fetches one for a handshake after
 that. A refused fetch raises `KafkaAuthFailed` with the endpoint's own error code and words
-(never the secret, never a token).
+(never the secret, never a token). The endpoint's certificate is checked against `oauth.ca_file`
+alone when it is set (librdkafka's `https.ca.location`; the system's CAs otherwise); one that
+does not verify raises `TlsFailed` naming the endpoint, Python's reason and the CA file.
 
 A broker ends an OAUTHBEARER session when its token expires (KIP-368; sooner with
 `connections.max.reauth.ms`) and closes the connection at its next request unless the client
@@ -21,6 +23,7 @@ finish. No request is sent on an expired session.
 
 from __future__ import annotations
 
+import ssl
 import threading
 import time
 from collections.abc import Mapping
@@ -31,7 +34,7 @@ import httpx
 from aiokafka.abc import AbstractTokenProvider  # type: ignore[import-untyped]
 from aiokafka.conn import AIOKafkaConnection, CloseReason  # type: ignore[import-untyped]
 
-from offsetd.errors import KafkaAuthFailed
+from offsetd.errors import ConfigError, KafkaAuthFailed, TlsFailed
 
 __all__ = ["ClientCredentialsTokens", "install_session_renewal", "tokens_of"]
 
@@ -94,10 +97,16 @@ class ClientCredentialsTokens(AbstractTokenProvider):  # type: ignore[misc]  # u
         # RFC 6749 2.3.1: id and secret are form-encoded before they go into basic auth
         auth = (quote(self.client_id, safe=""), quote(self._secret, safe=""))
         where = f"the OAuth token endpoint {self.token_url}"
+        verify = self._verify()
         try:
-            async with httpx.AsyncClient(verify=self.ca_file or True, timeout=_TIMEOUT_S) as client:
+            async with httpx.AsyncClient(verify=verify, timeout=_TIMEOUT_S) as client:
                 response = await client.post(self.token_url, data=form, auth=auth)
         except httpx.HTTPError as exc:
+            reason = _tls_reason(exc)
+            if reason is not None:
+                raise TlsFailed(
+                    f"TLS handshake with {where} failed: {reason} ({self._trusted()})"
+                ) from None
             raise KafkaAuthFailed(f"{where} did not answer: {type(exc).__name__}") from None
         if response.status_code != 200:
             raise KafkaAuthFailed(
@@ -111,6 +120,36 @@ class ClientCredentialsTokens(AbstractTokenProvider):  # type: ignore[misc]  # u
         except (ValueError, KeyError, TypeError):
             raise KafkaAuthFailed(f"{where} answered without an access_token") from None
         return token, lifetime
+
+    def _verify(self) -> ssl.SSLContext | bool:
+        """The CA file alone when one is set (read at each fetch: a rotated file is seen)."""
+        if self.ca_file is None:
+            return True
+        try:
+            return ssl.create_default_context(cafile=self.ca_file)
+        except (OSError, ssl.SSLError) as exc:
+            raise ConfigError(
+                f"cannot load oauth.ca_file {self.ca_file} for the OAuth token endpoint "
+                f"{self.token_url}: {exc.strerror or exc}"
+            ) from None
+
+    def _trusted(self) -> str:
+        return f"oauth.ca_file {self.ca_file}" if self.ca_file else "the default CA certificates"
+
+
+def _tls_reason(exc: BaseException) -> str | None:
+    """Python's ssl reason for a failed handshake somewhere in `exc`'s causes, else None
+    (httpx wraps httpcore's error, which wraps the `ssl.SSLError`)."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, ssl.SSLCertVerificationError):
+            return f"certificate verify failed: {current.verify_message or current.reason}"
+        if isinstance(current, ssl.SSLError):
+            return str(current.reason or current).strip()
+        current = current.__cause__ or current.__context__
+    return None
 
 
 def _oauth_error(response: httpx.Response) -> str:

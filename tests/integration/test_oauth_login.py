@@ -1,21 +1,26 @@
 """offsetd logs in with OAUTHBEARER: client-credentials tokens of a real OIDC provider.
 
 `offsetd dev up --secure --login oauth`: Ory Hydra (built from the Go module proxy) issues JWT
-access tokens that live 30 s; each broker checks them on an OAUTHBEARER listener of offsetd's
-own with Kafka's KIP-768 validator (Hydra's JWKS, issuer, audience) and ends every session when
-its token expires (KIP-368). offsetd's OAuth client is the principal
-`User:<client id>` with exactly offsetd's least-privilege ACLs; its secret is a file.
+access tokens that live 30 s from a token endpoint on HTTPS (a certificate of the stack's CA,
+which offsetd trusts through `oauth.ca_file` alone); each broker checks them on an OAUTHBEARER
+listener of offsetd's own with Kafka's KIP-768 validator (Hydra's JWKS, fetched over HTTPS
+trusting the stack's CA, issuer, audience) and ends every session when its token expires
+(KIP-368). offsetd's OAuth client is the principal `User:<client id>` with exactly offsetd's
+least-privilege ACLs; its secret is a file.
 
 One stack start for the module: the daemon heals a poison record, keeps running past several
 token lifetimes and heals a second one (so its librdkafka clients and its aiokafka clients both
 fetched fresh tokens, which Hydra's log counts); the toolkit online and offline and the lag
-one-shot (aiokafka's group reads) log in the same way; a wrong client secret is one line. The
-last test searches everything offsetd said and wrote, and the stack's logs, for every secret of
-the stack and for anything shaped like a token.
+one-shot (aiokafka's group reads) log in the same way; a wrong client secret is one line, and
+so is a token endpoint whose certificate another CA's `oauth.ca_file` does not verify (both
+librdkafka's token fetch and aiokafka's token provider). The last test searches everything
+offsetd said and wrote, and the stack's logs, for every secret of the stack and for anything
+shaped like a token.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import subprocess
@@ -28,10 +33,13 @@ from ruamel.yaml import YAML
 
 from offsetd.devstack import mm2
 from offsetd.devstack.demo import run_demo
+from offsetd.devstack.jars import java_executable
 from offsetd.devstack.kubebin import ensure_helm
 from offsetd.devstack.oidc import issued_tokens
 from offsetd.devstack.stack import Stack, StackInfo
-from offsetd.errors import KafkaAuthFailed
+from offsetd.devstack.tls import keytool_of, make_ca
+from offsetd.errors import KafkaAuthFailed, TlsFailed
+from offsetd.oauthtoken import ClientCredentialsTokens
 from tests.integration.demo_checks import assert_healed
 from tests.integration.secureutil import Transcript, stack_secrets
 
@@ -72,6 +80,9 @@ def test_the_config_logs_in_with_the_oauth_client_on_its_listener(
     assert west["sasl"]["mechanism"] == "OAUTHBEARER"
     assert west["sasl"]["oauth"]["client_id"] == _oauth(oauth_stack)["client_id"]
     assert set(west["sasl"]["oauth"]["client_secret"]) == {"file"}
+    # the token endpoint is HTTPS, trusted through the stack's CA as oauth.ca_file
+    assert west["sasl"]["oauth"]["token_endpoint_url"].startswith("https://127.0.0.1:")
+    assert west["sasl"]["oauth"]["ca_file"] == oauth_stack.security["ca_pem"]
 
 
 def test_the_daemon_heals_and_refreshes_its_tokens(
@@ -151,18 +162,64 @@ def test_a_wrong_client_secret_is_one_clear_line(oauth_yaml: Path, transcript: T
     assert "Traceback" not in done.stderr + done.stdout
 
 
+@pytest.fixture(scope="module")
+def foreign_ca(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A CA that signed nothing of the stack's (its certificate, PEM)."""
+    folder = tmp_path_factory.mktemp("foreign-ca")
+    return make_ca(keytool_of(java_executable()), folder, "foreign", "foreign-store-pw")[1]
+
+
+def test_a_token_endpoint_of_another_ca_is_one_clear_line(
+    oauth_stack: StackInfo, oauth_yaml: Path, transcript: Transcript, foreign_ca: Path
+) -> None:
+    """`oauth.ca_file` another CA's: librdkafka's token fetch fails its TLS handshake with
+    Hydra (the brokers' own CA is still the right one), and so does aiokafka's provider."""
+    url = _oauth(oauth_stack)["token_endpoint_url"]
+    env = {
+        f"OFFSETD_KAFKA_CLUSTERS__{alias.upper()}__SASL__OAUTH__CA_FILE": str(foreign_ca)
+        for alias in (mm2.SOURCE, mm2.TARGET)
+    }
+    done = transcript.run(
+        oauth_yaml, "offsets", "list", mm2.SOURCE_CONNECTOR, "--offline", env=env, timeout=60
+    )
+    assert done.returncode == TlsFailed.exit_code, done.stderr + done.stdout
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, done.stderr
+    assert f"TLS handshake with the OAuth token endpoint {url} failed" in lines[0], lines[0]
+    assert "unable to get local issuer certificate" in lines[0], lines[0]  # libcurl's reason
+    assert f"(oauth.ca_file {foreign_ca})" in lines[0], lines[0]
+    assert "Traceback" not in done.stderr + done.stdout
+    oauth = _oauth(oauth_stack)
+    secret = Path(oauth["client_secret_file"]).read_text().strip()
+    form = {"scope": oauth["scope"], "audience": oauth["audience"]}
+    provider = ClientCredentialsTokens(
+        url, oauth["client_id"], secret, form=form, ca_file=str(foreign_ca)
+    )
+    with pytest.raises(TlsFailed) as refused:
+        asyncio.run(provider.token())
+    transcript.keep("aiokafka provider, another CA", str(refused.value))
+    assert str(refused.value) == (
+        f"TLS handshake with the OAuth token endpoint {url} failed: certificate verify failed: "
+        f"unable to get local issuer certificate (oauth.ca_file {foreign_ca})"
+    )
+
+
 def test_the_charts_oauth_login_logs_in(
     oauth_stack: StackInfo, oauth_yaml: Path, transcript: Transcript, tmp_path: Path
 ) -> None:
     """The Helm chart given the OAuth client by reference (`logins.kafka.<alias>.oauth`, its
-    secret in a Secret, the brokers' CA in Strimzi's cluster CA Secret): played from the
-    rendering (the CA at its mount path, the secret as the variable its `secretKeyRef` names),
+    secret in a Secret, the token endpoint's CA in another, the brokers' CA in Strimzi's cluster
+    CA Secret): played from the rendering (the CAs at their mount paths, the secret as the
+    variable its `secretKeyRef` names),
     offsetd with the rendered config reads MM2's offsets from Connect's offsets topic."""
     written = YAML(typ="safe").load(oauth_yaml.read_text())
     oauth = written["kafka_clusters"][mm2.TARGET]["sasl"]["oauth"]
     ca_file = written["kafka_clusters"][mm2.TARGET]["tls"]["ca_file"]
     secret = Path(_oauth(oauth_stack)["client_secret_file"]).read_text().strip()
-    kept = {"my-cluster-cluster-ca-cert": {"ca.crt": Path(ca_file).read_text()}}
+    kept = {
+        "my-cluster-cluster-ca-cert": {"ca.crt": Path(ca_file).read_text()},
+        "sso-ca": {"ca.crt": Path(oauth["ca_file"]).read_text()},  # the token endpoint's CA
+    }
     logins = {
         alias: {
             "ca": {"secretName": "my-cluster-cluster-ca-cert"},
@@ -172,6 +229,7 @@ def test_the_charts_oauth_login_logs_in(
                 "clientSecret": {"secretName": "offsetd-oauth"},
                 "scope": oauth["scope"],
                 "audience": oauth["audience"],
+                "ca": {"secretName": "sso-ca"},
             },
         }
         for alias in written["kafka_clusters"]

@@ -102,7 +102,8 @@ def dev() -> None:
     help="--secure: how offsetd logs in. mtls: client certificates of the stack's CA to Kafka "
     "and Connect's REST API (`dev env --write-config` writes offsetd's as files); oauth: "
     "OAUTHBEARER to Kafka with tokens of a local OIDC provider (Ory Hydra, built once from the "
-    "Go module proxy), on a listener of its own.",
+    "Go module proxy; its token endpoint on HTTPS with the stack's CA, offsetd's oauth.ca_file), "
+    "on a listener of its own.",
 )
 def up(
     run_dir: Path,

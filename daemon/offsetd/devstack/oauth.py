@@ -18,20 +18,31 @@ lifetime it would end aiokafka's sessions before offsetd renews them.
 
 The brokers expect the audience `kafka`: Hydra grants an audience only when the token request
 asks for it (offsetd's `oauth.audience`) and the client may have it (its registration).
+
+Hydra's public endpoints are HTTPS with a certificate of the stack's CA (`devstack.oidc`). The
+brokers fetch its JWKS trusting that CA and nothing wider: Kafka's KIP-768 validator builds the
+HTTPS client of its JWKS fetch from the `ssl.*` options of the listener's own JAAS entry
+(`VerificationKeyResolverFactory` -> `JaasOptionsUtils.createSSLSocketFactory`, Kafka 4.2), so
+the truststore is named there, on the OAUTH listener only, not JVM-wide
+(`javax.net.ssl.trustStore` would change every TLS client of the broker). offsetd trusts the
+token endpoint through `oauth.ca_file` (`dev env --write-config` writes the stack's CA).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from offsetd.devstack.hydrabin import ensure_hydra
-from offsetd.devstack.oidc import HydraProvider, new_client_secret, register_client
+from offsetd.devstack.mtls import client_certificate
+from offsetd.devstack.oidc import HydraProvider, HydraTls, new_client_secret, register_client
 from offsetd.devstack.procs import ProcessRecord
 from offsetd.devstack.security import OFFSETD_ACLS, Acl
+from offsetd.devstack.tls import TlsMaterial
 
 __all__ = [
     "AUDIENCE",
@@ -60,6 +71,28 @@ class OAuthLogin:
     secret_file: Path
     hydra_log: Path
     listener_ports: tuple[int, ...]  # the OAUTH listener's, one per cluster
+    truststore: Path  # the stack's CA as a PKCS12 truststore: what the brokers' JWKS fetch trusts
+    truststore_password: str
+
+    def jaas_config(self) -> str:
+        """The OAUTH listener's JAAS entry: its `ssl.*` options are the JWKS fetch's TLS
+        settings (see the module's docstring).
+
+        The same entry is the broker's own login on this listener, which Kafka performs at
+        start-up with its default (unsecured) login handler: with no option it makes no token,
+        with any it builds an unsigned one and fails the broker's start without a `sub`
+        ("No principal name in JWT claim: sub"). That token is never presented: the brokers
+        talk to each other over the SCRAM listener, and this listener's validator would refuse
+        an unsigned token anyway."""
+        options = {
+            "ssl.truststore.location": str(self.truststore),
+            "ssl.truststore.password": self.truststore_password,
+            "ssl.truststore.type": "PKCS12",
+            "unsecuredLoginStringClaim_sub": "broker",
+        }
+        # a JAAS option value is a double-quoted string, JSON-escaped
+        rendered = " ".join(f"{key}={json.dumps(value)}" for key, value in options.items())
+        return f"{_LOGIN_MODULE} required {rendered};"
 
     def broker_properties(self, base: dict[str, Any], host: str, port: int) -> dict[str, str]:
         """The OAUTH listener added to a secure broker's settings (`base`)."""
@@ -71,7 +104,7 @@ class OAuthLogin:
                 f"{base['listener.security.protocol.map']},{LISTENER}:SASL_SSL"
             ),
             prefix + "sasl.enabled.mechanisms": "OAUTHBEARER",
-            prefix + "oauthbearer.sasl.jaas.config": f"{_LOGIN_MODULE} required;",
+            prefix + "oauthbearer.sasl.jaas.config": self.jaas_config(),
             prefix + "oauthbearer.sasl.server.callback.handler.class": _VALIDATOR,
             "sasl.oauthbearer.jwks.endpoint.url": self.provider.jwks_url,
             "sasl.oauthbearer.expected.issuer": self.provider.issuer,
@@ -97,6 +130,7 @@ class OAuthLogin:
             "admin_url": self.provider.admin_url,
             "client_id": self.client_id,
             "client_secret_file": str(self.secret_file),
+            "ca_file": str(self.provider.tls.ca_pem),
             "scope": SCOPE,
             "audience": AUDIENCE,
             "token_ttl_s": self.provider.token_ttl_s,
@@ -104,17 +138,30 @@ class OAuthLogin:
         }
 
 
+def hydra_tls(tls: TlsMaterial, folder: Path) -> HydraTls:
+    """Hydra's certificate (127.0.0.1 and localhost), signed by the stack's CA: PEM files, made
+    with openssl in milliseconds (a fresh one at each start: the config folder is new)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    cert = client_certificate((tls.ca_store, tls.ca_pem), folder, "hydra", tls.password)
+    cert.keystore.unlink()  # Hydra reads PEM; the PKCS12 copy is not needed
+    return HydraTls(cert.cert_pem, cert.key_pem, tls.ca_pem)
+
+
 def start_provider(
     run_dir: Path,
     ports: list[int],
+    tls: TlsMaterial,
     spawn: Callable[[str, list[str]], ProcessRecord],
     wait: Callable[[str, ProcessRecord, Callable[[], bool]], None],
     log: Callable[[str], None],
 ) -> OAuthLogin:
-    """Start Hydra (built the first time), wait for it, register offsetd's client; the client
-    secret goes to a file in the run directory's security folder (mode 600)."""
+    """Start Hydra (built the first time) on HTTPS with a certificate of the stack's CA (`tls`),
+    wait for it, register offsetd's client; the client secret goes to a file in the run
+    directory's security folder (mode 600)."""
     hydra = ensure_hydra(log=log)
-    provider = HydraProvider(ports[0], ports[1], TOKEN_TTL_S)
+    provider = HydraProvider(
+        ports[0], ports[1], TOKEN_TTL_S, hydra_tls(tls, run_dir / "config" / "hydra-tls")
+    )
     config = provider.write_config(run_dir / "config")
     log(f"starting the OIDC provider (Ory Hydra) on {provider.issuer}")
     record = spawn("hydra", provider.argv(hydra, config))
@@ -125,11 +172,20 @@ def start_provider(
     secret_file.parent.mkdir(parents=True, exist_ok=True)
     secret_file.write_text(secret + "\n")
     secret_file.chmod(0o600)
-    return OAuthLogin(provider, client_id, secret_file, Path(record.log), tuple(ports[2:]))
+    return OAuthLogin(
+        provider,
+        client_id,
+        secret_file,
+        Path(record.log),
+        tuple(ports[2:]),
+        tls.truststore,
+        tls.password,
+    )
 
 
 def offsetd_sasl(oauth: dict[str, Any]) -> dict[str, Any]:
-    """offsetd's `sasl` section for the stack (`StackInfo.security["oauth"]`)."""
+    """offsetd's `sasl` section for the stack (`StackInfo.security["oauth"]`): the token
+    endpoint trusted through `ca_file`, the stack's CA, alone."""
     return {
         "mechanism": "OAUTHBEARER",
         "oauth": {
@@ -138,5 +194,6 @@ def offsetd_sasl(oauth: dict[str, Any]) -> dict[str, Any]:
             "client_secret": {"file": oauth["client_secret_file"]},
             "scope": oauth["scope"],
             "audience": oauth["audience"],
+            "ca_file": oauth["ca_file"],
         },
     }

@@ -1,10 +1,18 @@
-"""The OpenID Connect provider of the `--login oauth` stack: Ory Hydra, on plain HTTP on loopback.
+"""The OpenID Connect provider of the `--login oauth` stack: Ory Hydra, its public side on HTTPS.
 
 Hydra runs from the cached build (`hydrabin`) with an in-memory store (`dsn: memory`: nothing
 outlives the process, and a new stack registers its client again), JWT access tokens (the
 brokers check them offline against Hydra's JWKS, KIP-768) and a short access-token lifetime, so
-a test sees tokens refreshed within minutes. Plain HTTP (`serve all --dev`): every endpoint is on
-127.0.0.1 and only the stack's processes use it; the Kafka listeners themselves are TLS.
+a test sees tokens refreshed within minutes.
+
+The public endpoints (token, JWKS, discovery) are HTTPS with a certificate the stack's own CA
+signed (`devstack.tls`; made at each start, `HydraTls`), as a real deployment's token endpoint
+is: offsetd trusts it through `oauth.ca_file` alone, the brokers through their listener's JAAS
+options (`devstack.oauth`). Hydra turns TLS on per interface with `serve.<iface>.tls.enabled`
+(the cert and key paths alone do nothing); `--dev` would not switch it off, it only lets the
+issuer be plain HTTP, which it no longer is, so Hydra runs without it. The admin endpoint
+(registering the client, health) stays plain HTTP on 127.0.0.1: only the stack's own code calls
+it, and no secret of offsetd's crosses it after the registration.
 
 Hydra's request log (JSON, one line a request, no header or body: it redacts what could be a
 secret unless told to leak it) is how the tests count the tokens it issued.
@@ -14,6 +22,7 @@ from __future__ import annotations
 
 import json
 import secrets
+import ssl
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,22 +31,33 @@ import httpx
 from offsetd.devstack.errors import DevStackError
 from offsetd.devstack.ports import HOST
 
-__all__ = ["HydraProvider", "issued_tokens", "new_client_secret", "register_client"]
+__all__ = ["HydraProvider", "HydraTls", "issued_tokens", "new_client_secret", "register_client"]
 
 TOKEN_PATH = "/oauth2/token"  # noqa: S105 - a path, not a password
 
 
 @dataclass(frozen=True)
+class HydraTls:
+    """The public endpoints' certificate and key (PEM, signed by `ca_pem`), and that CA."""
+
+    cert_pem: Path
+    key_pem: Path  # unencrypted PKCS#8, mode 600
+    ca_pem: Path  # what a client of the token endpoint trusts (offsetd's `oauth.ca_file`)
+
+
+@dataclass(frozen=True)
 class HydraProvider:
-    """One Hydra process: its two ports (public: token and JWKS; admin: clients, health)."""
+    """One Hydra process: its two ports (public, HTTPS: token and JWKS; admin, plain HTTP on
+    loopback: clients, health)."""
 
     public_port: int
     admin_port: int
     token_ttl_s: int
+    tls: HydraTls
 
     @property
     def issuer(self) -> str:
-        return f"http://{HOST}:{self.public_port}"
+        return f"https://{HOST}:{self.public_port}"
 
     @property
     def token_url(self) -> str:
@@ -57,8 +77,16 @@ class HydraProvider:
         config = {
             "dsn": "memory",
             "serve": {
-                "public": {"host": HOST, "port": self.public_port},
-                "admin": {"host": HOST, "port": self.admin_port},
+                "public": {
+                    "host": HOST,
+                    "port": self.public_port,
+                    "tls": {
+                        "enabled": True,
+                        "cert": {"path": str(self.tls.cert_pem)},
+                        "key": {"path": str(self.tls.key_pem)},
+                    },
+                },
+                "admin": {"host": HOST, "port": self.admin_port, "tls": {"enabled": False}},
             },
             "urls": {"self": {"issuer": self.issuer}},
             "secrets": {"system": [secrets.token_urlsafe(32)]},
@@ -71,13 +99,19 @@ class HydraProvider:
         return path
 
     def argv(self, hydra: Path, config: Path) -> list[str]:
-        # --dev: the issuer and endpoints may be plain HTTP (loopback only, see the docstring)
-        return [str(hydra), "serve", "all", "--dev", "--sqa-opt-out", "--config", str(config)]
+        # no --dev: the issuer is HTTPS (see the module's docstring)
+        return [str(hydra), "serve", "all", "--sqa-opt-out", "--config", str(config)]
+
+    def public_verify(self) -> ssl.SSLContext:
+        """What a client of the public endpoints trusts: the stack's CA, nothing else."""
+        return ssl.create_default_context(cafile=str(self.tls.ca_pem))
 
     def is_ready(self) -> bool:
+        """The admin side is ready and the JWKS answers over HTTPS, verified as offsetd would."""
         with httpx.Client(timeout=2.0) as http:
             admin = http.get(f"{self.admin_url}/health/ready")
-            keys = http.get(self.jwks_url)
+        with httpx.Client(timeout=2.0, verify=self.public_verify()) as https:
+            keys = https.get(self.jwks_url)
         return admin.status_code == 200 and keys.status_code == 200
 
 

@@ -238,11 +238,12 @@ class Stack:
                 oauth.start_provider(
                     self.run_dir,
                     oauth_ports,
+                    security.tls,  # Hydra's certificate is the stack CA's
                     self._spawn,
                     lambda what, record, ready: self._wait(what, record, deadline, ready),
                     self.log,
                 )
-                if oauth_ports
+                if oauth_ports and security is not None
                 else None
             )
             info = self._start(java, jar_dir, ports, workers, deadline, security, login_setup)

@@ -1,19 +1,24 @@
 """The `oauth` block of a Kafka cluster: validated with file and line, rendered for librdkafka and
-aiokafka as one client, refused for Spark, and a refused token fetch in one line."""
+aiokafka as one client, refused for Spark, and a refused token fetch or a token endpoint whose
+certificate does not verify against `oauth.ca_file` in one line."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import ssl
 import textwrap
 from pathlib import Path
+from typing import Any
 
+import httpx
 import pytest
 
 from offsetd.config import load_settings
-from offsetd.errors import ConfigError, KafkaAuthFailed
+from offsetd.errors import ConfigError, KafkaAuthFailed, TlsFailed
 from offsetd.kafkaaccess import principal
 from offsetd.kafkalogin import login_failure
-from offsetd.oauthtoken import tokens_of
+from offsetd.oauthtoken import ClientCredentialsTokens, tokens_of
 from offsetd.spark.errors import SparkJobFailed
 from offsetd.spark.scan import kafka_options
 
@@ -145,3 +150,103 @@ def test_a_refused_token_fetch_is_one_line_with_the_providers_words() -> None:
         "Kafka cluster west (127.0.0.1:9094) refused the token of OAuth client offsetd-client: "
         '{"status":"invalid_token"}'
     )
+
+
+TLS_CONF = {
+    "bootstrap.servers": "127.0.0.1:9094",
+    "sasl.oauthbearer.client.id": "offsetd-client",
+    "sasl.oauthbearer.client.secret": SECRET,
+    "sasl.oauthbearer.token.endpoint.url": "https://127.0.0.1:4444/oauth2/token",
+    "https.ca.location": "/etc/idp/other-ca.pem",
+}
+
+
+@pytest.mark.parametrize(
+    ("curl_says", "reason"),
+    [
+        (  # librdkafka 2.16 with oauth.ca_file another CA's (as on the stack)
+            "SSL certificate OpenSSL verify result: unable to get local issuer certificate (20)",
+            "SSL certificate OpenSSL verify result: unable to get local issuer certificate (20)",
+        ),
+        (  # librdkafka 2.16 with an https:// URL of a plain HTTP server
+            "TLS connect error: error:0A00010B:SSL routines::wrong version number",
+            "TLS connect error: wrong version number",
+        ),
+        (  # libcurl's words for a certificate of another host (its format string in 2.16)
+            "SSL: no alternative certificate subject name matches target ipv4 address '127.0.0.2'",
+            "SSL: no alternative certificate subject name matches target ipv4 address '127.0.0.2'",
+        ),
+    ],
+)
+def test_a_token_endpoint_whose_certificate_does_not_verify_is_one_tls_line(
+    curl_says: str, reason: str
+) -> None:
+    """librdkafka's token fetch (libcurl) failed its TLS handshake: the endpoint, curl's reason
+    and the CA file offsetd trusted, not "refused client"."""
+    message = f"Failed to acquire SASL OAUTHBEARER token: {curl_says}"
+    where = "Kafka cluster west (127.0.0.1:9094)"
+    found = login_failure("_AUTHENTICATION", message, TLS_CONF, where)
+    assert isinstance(found, TlsFailed)
+    assert str(found) == (
+        "TLS handshake with the OAuth token endpoint https://127.0.0.1:4444/oauth2/token failed "
+        f"(logging in to {where}): {reason} (oauth.ca_file /etc/idp/other-ca.pem)"
+    )
+    assert SECRET not in str(found)
+    without_ca = {k: v for k, v in TLS_CONF.items() if k != "https.ca.location"}
+    found = login_failure("_AUTHENTICATION", message, without_ca, where)
+    assert str(found).endswith("(the system's CA certificates)")
+
+
+def test_the_token_providers_tls_failure_names_the_endpoint_and_the_ca_file() -> None:
+    """aiokafka's provider: httpx's error wraps the ssl module's; Python's reason is kept."""
+    verify = ssl.SSLCertVerificationError(1, "certificate verify failed")
+    verify.verify_message = "unable to get local issuer certificate"
+    connect = httpx.ConnectError("[SSL: CERTIFICATE_VERIFY_FAILED] certificate verify failed")
+    connect.__context__ = verify
+    tokens = ClientCredentialsTokens(
+        TLS_CONF["sasl.oauthbearer.token.endpoint.url"],
+        "offsetd-client",
+        SECRET,
+        ca_file=None,
+    )
+
+    def refuse(request: httpx.Request) -> httpx.Response:
+        raise connect
+
+    original = httpx.AsyncClient.__init__
+
+    def with_transport(self: httpx.AsyncClient, **kwargs: Any) -> None:
+        original(self, **kwargs, transport=httpx.MockTransport(refuse))
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(httpx.AsyncClient, "__init__", with_transport)
+        with pytest.raises(TlsFailed) as info:
+            asyncio.run(tokens.token())
+    assert str(info.value) == (
+        "TLS handshake with the OAuth token endpoint https://127.0.0.1:4444/oauth2/token failed: "
+        "certificate verify failed: unable to get local issuer certificate "
+        "(the default CA certificates)"
+    )
+    assert info.value.__cause__ is None
+    assert info.value.__suppress_context__  # no traceback of httpx's chain
+
+
+def test_an_unreadable_oauth_ca_file_is_one_line_naming_it(tmp_path: Path) -> None:
+    missing = tmp_path / "no-such-ca.pem"
+    tokens = ClientCredentialsTokens(
+        "https://127.0.0.1:4444/oauth2/token", "offsetd-client", SECRET, ca_file=str(missing)
+    )
+    with pytest.raises(ConfigError) as info:
+        asyncio.run(tokens.token())
+    assert str(info.value) == (
+        f"cannot load oauth.ca_file {missing} for the OAuth token endpoint "
+        "https://127.0.0.1:4444/oauth2/token: No such file or directory"
+    )
+    not_pem = tmp_path / "not-a-ca.pem"
+    not_pem.write_text("not a certificate\n")
+    with pytest.raises(ConfigError, match=f"cannot load oauth.ca_file {not_pem} for the OAuth"):
+        asyncio.run(
+            ClientCredentialsTokens(
+                "https://127.0.0.1:4444/oauth2/token", "c", SECRET, ca_file=str(not_pem)
+            ).token()
+        )
