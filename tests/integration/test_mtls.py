@@ -117,6 +117,27 @@ def _with_tls(config: Path, folder: Path, tls: dict[str, str]) -> Path:
     return path
 
 
+def _acls_of(stack: StackInfo, principal: str) -> list[str]:
+    """The ACLs both clusters hold for `principal` (`User:...`), asserted the same on each."""
+    held = []
+    for alias in CLUSTERS:
+        client = AdminClient(dict(stack.admin_config(alias)))
+        found = client.describe_acls(
+            AclBindingFilter(
+                ResourceType.ANY,
+                None,  # type: ignore[arg-type]  # None: any name
+                ResourcePatternType.ANY,
+                principal,
+                None,  # type: ignore[arg-type]  # None: any host
+                AclOperation.ANY,
+                AclPermissionType.ANY,
+            )
+        )
+        held.append(sorted(str(b) for b in found.result(timeout=30)))
+    assert held[0] == held[1], (principal, held)
+    return held[0]
+
+
 def _committed(connect: SecureConnect, name: str) -> int | None:
     entries: list[dict[str, Any]] = connect.offsets(name)["offsets"]
     return entries[0]["offset"]["kafka_offset"] if entries else None
@@ -153,21 +174,9 @@ def test_offsetd_logs_in_with_its_certificate_and_its_acls_only(
     assert stat.S_IMODE(key.stat().st_mode) == 0o600
     assert key.read_text().startswith("-----BEGIN PRIVATE KEY-----")
 
-    wanted = sorted(str(a.binding()) for a in offsetd_acls())
-    for alias in CLUSTERS:
-        client = AdminClient(dict(mtls_stack.admin_config(alias)))
-        found = client.describe_acls(
-            AclBindingFilter(
-                ResourceType.ANY,
-                None,  # type: ignore[arg-type]  # None: any name
-                ResourcePatternType.ANY,
-                "User:CN=offsetd",
-                None,  # type: ignore[arg-type]  # None: any host
-                AclOperation.ANY,
-                AclPermissionType.ANY,
-            )
-        )
-        assert sorted(str(b) for b in found.result(timeout=30)) == wanted, alias
+    assert _acls_of(mtls_stack, "User:CN=offsetd") == sorted(
+        str(a.binding()) for a in offsetd_acls()
+    )
 
     def checkpointed() -> dict[str, Any] | None:
         """`offsetd lag` once MM2 checkpointed the audit group (a fresh stack: not yet)."""
@@ -400,11 +409,12 @@ def lp_connectors(
 def test_a_certificate_principal_with_offsetds_acls_runs_every_feature(
     mtls_stack: StackInfo, lp: Principal, lp_connectors: Connectors
 ) -> None:
-    """The principal is the certificate's subject, and its ACLs are exactly offsetd's; with
-    them every feature of the least-privilege table works (as for SCRAM in
+    """The principal is the certificate's subject, and both clusters hold exactly offsetd's
+    ACLs for it; with them every feature of the least-privilege table works (as for SCRAM in
     test_least_privilege)."""
     assert lp.name == f"CN={lp.login}"
-    assert lp.acls == offsetd_acls(lp.login)
+    wanted = sorted(str(a.binding()) for a in offsetd_acls(lp.login))
+    assert _acls_of(mtls_stack, f"User:CN={lp.login}") == wanted
     every_feature_passes(lp, lp_connectors)
 
 
