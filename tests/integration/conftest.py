@@ -10,7 +10,7 @@ holding memory and CPU for the rest of the run.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from pathlib import Path
 
 import pytest
@@ -97,14 +97,21 @@ def _group(item: pytest.Item | None) -> str | None:
     return group_of(item.nodeid) if item is not None else None
 
 
-def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:
-    """Stop the held stacks of a group after its last test in this lane."""
-    group = _group(item)
-    if group is None or _group(nextitem) == group:
-        return
-    for held in _HELD.values():
-        if held.group == group:
-            held.release()
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(
+    item: pytest.Item, nextitem: pytest.Item | None
+) -> Generator[None, None, None]:
+    """Stop the held stacks of a group after its last test in this lane, once that test's
+    teardown is done: the module fixtures it ends (a principal's ACLs revoked, connectors
+    deleted) still need the stack."""
+    try:
+        return (yield)
+    finally:
+        group = _group(item)
+        if group is not None and _group(nextitem) != group:
+            for held in _HELD.values():
+                if held.group == group:
+                    held.release()
 
 
 def pytest_sessionfinish() -> None:

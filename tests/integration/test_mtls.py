@@ -7,10 +7,13 @@ principal is the certificate's subject (`User:CN=offsetd`, Kafka's default mappi
 
 Lean on purpose (one stack start for the group): the daemon heals a poison record; one sink
 goes through the toolkit online (REST) and offline (its group, Connect's offsets topic), the
-Spark rewind plan and `offsetd lag`; a certificate principal with offsetd's ACLs but one is
-refused in one line naming the ACL, and passes once it is granted; a missing or untrusted
-certificate is one line against Kafka and against Connect; and the module's last test searches
-everything offsetd said for the stack's key material and store password.
+Spark rewind plan and `offsetd lag`; a missing or untrusted certificate is one line against
+Kafka and against Connect; least privilege as test_least_privilege proves it for SCRAM (its
+parts are `leastpriv`'s), for a certificate `CN=offsetd-lp-…` of the stack's CA: with
+offsetd's ACLs every feature works, each ACL removed in turn is one line naming the operation,
+the resource and `User:CN=offsetd-lp-…` (exit 58) and the feature passes once it is granted
+again, and the daemon waits unready without READ on its group; the module's last test
+searches everything offsetd said for the stack's key material and store password.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import ssl
 import stat
 import subprocess
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -38,12 +42,22 @@ from ruamel.yaml import YAML
 from offsetd.devstack.jars import java_executable
 from offsetd.devstack.kubebin import ensure_helm
 from offsetd.devstack.mtls import client_certificate, offsetd_acls
-from offsetd.devstack.security import Acl
 from offsetd.devstack.stack import Stack, StackInfo
 from offsetd.devstack.tls import keytool_of, make_ca
-from offsetd.errors import KafkaAccessDenied, TlsFailed
+from offsetd.errors import TlsFailed
 from tests.integration.demo_checks import assert_healed
 from tests.integration.kafkautil import json_file_sink, unique, wait_for
+from tests.integration.leastpriv import (
+    NEEDS,
+    Connectors,
+    Principal,
+    daemon_waits_for_group_read,
+    every_feature_passes,
+    feature_passes,
+    made_connectors,
+    made_principal,
+    refused_without,
+)
 from tests.integration.secureutil import SecureConnect, Transcript, create_topic, produce
 
 pytestmark = pytest.mark.integration
@@ -103,6 +117,27 @@ def _with_tls(config: Path, folder: Path, tls: dict[str, str]) -> Path:
     return path
 
 
+def _acls_of(stack: StackInfo, principal: str) -> list[str]:
+    """The ACLs both clusters hold for `principal` (`User:...`), asserted the same on each."""
+    held = []
+    for alias in CLUSTERS:
+        client = AdminClient(dict(stack.admin_config(alias)))
+        found = client.describe_acls(
+            AclBindingFilter(
+                ResourceType.ANY,
+                None,  # type: ignore[arg-type]  # None: any name
+                ResourcePatternType.ANY,
+                principal,
+                None,  # type: ignore[arg-type]  # None: any host
+                AclOperation.ANY,
+                AclPermissionType.ANY,
+            )
+        )
+        held.append(sorted(str(b) for b in found.result(timeout=30)))
+    assert held[0] == held[1], (principal, held)
+    return held[0]
+
+
 def _committed(connect: SecureConnect, name: str) -> int | None:
     entries: list[dict[str, Any]] = connect.offsets(name)["offsets"]
     return entries[0]["offset"]["kafka_offset"] if entries else None
@@ -139,21 +174,9 @@ def test_offsetd_logs_in_with_its_certificate_and_its_acls_only(
     assert stat.S_IMODE(key.stat().st_mode) == 0o600
     assert key.read_text().startswith("-----BEGIN PRIVATE KEY-----")
 
-    wanted = sorted(str(a.binding()) for a in offsetd_acls())
-    for alias in CLUSTERS:
-        client = AdminClient(dict(mtls_stack.admin_config(alias)))
-        found = client.describe_acls(
-            AclBindingFilter(
-                ResourceType.ANY,
-                None,  # type: ignore[arg-type]  # None: any name
-                ResourcePatternType.ANY,
-                "User:CN=offsetd",
-                None,  # type: ignore[arg-type]  # None: any host
-                AclOperation.ANY,
-                AclPermissionType.ANY,
-            )
-        )
-        assert sorted(str(b) for b in found.result(timeout=30)) == wanted, alias
+    assert _acls_of(mtls_stack, "User:CN=offsetd") == sorted(
+        str(a.binding()) for a in offsetd_acls()
+    )
 
     def checkpointed() -> dict[str, Any] | None:
         """`offsetd lag` once MM2 checkpointed the audit group (a fresh stack: not yet)."""
@@ -358,92 +381,63 @@ def test_the_charts_tls_logins_log_in(
     assert [e["partition"] for e in online] == [e["partition"] for e in offline] == [heartbeats]
 
 
-# -- least privilege for a certificate principal ---------------------------------------------------
+# -- least privilege for a certificate principal (tests/integration/leastpriv.py) -----------------
 
 
-def _admins(stack: StackInfo) -> list[AdminClient]:
-    return [AdminClient(dict(stack.admin_config(alias))) for alias in CLUSTERS]
-
-
-def _acls(stack: StackInfo, acls: list[Acl], *, grant: bool) -> None:
-    for admin in _admins(stack):
-        futures: dict[Any, Any]
-        if grant:
-            futures = admin.create_acls([a.binding() for a in acls])
-        else:
-            filters = []
-            for acl in acls:
-                b = acl.binding()
-                filters.append(
-                    AclBindingFilter(
-                        b.restype,
-                        b.name,
-                        b.resource_pattern_type,
-                        b.principal,
-                        b.host,
-                        b.operation,
-                        b.permission_type,
-                    )
-                )
-            futures = admin.delete_acls(filters)
-        for future in futures.values():
-            future.result(timeout=30)
-
-
-def test_a_certificate_principal_missing_one_acl_is_told_which(
+@pytest.fixture(scope="module")
+def lp(
     mtls_stack: StackInfo,
     config: Path,
-    sconnect: SecureConnect,
-    admin: dict[str, str],
     transcript: Transcript,
-    tmp_path: Path,
-) -> None:
-    """A certificate of the stack's CA for `CN=offsetd-lp-…` with offsetd's ACLs but READ on
-    Connect's groups: an offline alter of a sink is refused in one line naming
-    `User:CN=offsetd-lp-…`, the operation and the group (exit 58); granted, it passes."""
-    name = f"offsetd-lp-{uuid.uuid4().hex[:6]}"
-    tls = _folder(mtls_stack) / "tls"
-    ca = (tls / "ca.p12", tls / "ca.pem")
-    cert = client_certificate(ca, tmp_path, name, _store_password(mtls_stack))
-    acls = offsetd_acls(name)
-    [read_groups] = [a for a in acls if a.resource == "group" and a.name == "connect-"
-                     and a.operation == "READ"]  # fmt: skip
-    lp = _with_tls(
-        config,
-        tmp_path,
-        {
-            "ca_file": mtls_stack.security["ca_pem"],
-            "cert_file": str(cert.cert_pem),
-            "key_file": str(cert.key_pem),
-        },
-    )
-    topic, sink = unique("mtls-lp"), unique("mtls-lp")
-    create_topic(admin, topic)
-    produce(admin, topic, [(b"k", b'{"a": 1}')] * 4)
-    sconnect.create(sink, json_file_sink(topic, tmp_path / "out.txt"))
-    _acls(mtls_stack, [a for a in acls if a != read_groups], grant=True)
-    try:
-        sconnect.wait_running(sink)
-        wait_for("4 committed", lambda: _committed(sconnect, sink) == 4)
-        _stop(sconnect, sink)
-        partition = {"kafka_topic": topic, "kafka_partition": 0}
-        doc = json.dumps({sink: [{"partition": partition, "offset": {"kafka_offset": 1}}]})
-        args = ("offsets", "alter", sink, "--offline", "--file", "-")
-        refused = transcript.run(lp, *args, input=doc, timeout=120)
-        assert refused.returncode == KafkaAccessDenied.exit_code, refused.stderr
-        lines = refused.stderr.strip().splitlines()
-        assert len(lines) == 1, refused.stderr
-        [line] = lines
-        assert f"User:CN={name} needs READ on group 'connect-{sink}'" in line, line
-        assert _committed(sconnect, sink) == 4
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[Principal]:
+    """A certificate `CN=offsetd-lp-…` the stack's CA signed, with offsetd's ACLs only; what
+    it runs is kept in the transcript (the leak search reads it)."""
+    folder = tmp_path_factory.mktemp("mtls-lp")
+    with made_principal("certificate", mtls_stack, config, folder, transcript.run) as made:
+        yield made
 
-        _acls(mtls_stack, [read_groups], grant=True)
-        granted = transcript.run(lp, *args, input=doc, timeout=120)
-        assert granted.returncode == 0, granted.stderr
-        assert _committed(sconnect, sink) == 1
-    finally:
-        _acls(mtls_stack, acls, grant=False)
-        sconnect.delete(sink)
+
+@pytest.fixture(scope="module")
+def lp_connectors(
+    mtls_stack: StackInfo, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Connectors]:
+    with made_connectors(mtls_stack, tmp_path_factory.mktemp("mtls-lp-connectors")) as made:
+        yield made
+
+
+def test_a_certificate_principal_with_offsetds_acls_runs_every_feature(
+    mtls_stack: StackInfo, lp: Principal, lp_connectors: Connectors
+) -> None:
+    """The principal is the certificate's subject, and both clusters hold exactly offsetd's
+    ACLs for it; with them every feature of the least-privilege table works (as for SCRAM in
+    test_least_privilege)."""
+    assert lp.name == f"CN={lp.login}"
+    wanted = sorted(str(a.binding()) for a in offsetd_acls(lp.login))
+    assert _acls_of(mtls_stack, f"User:CN={lp.login}") == wanted
+    every_feature_passes(lp, lp_connectors)
+
+
+@pytest.mark.parametrize("which", list(NEEDS))
+def test_a_certificate_principal_missing_each_acl_is_told_which(
+    mtls_stack: StackInfo, lp: Principal, lp_connectors: Connectors, which: str
+) -> None:
+    """Each ACL removed in turn: the feature that needs it fails in one line naming
+    `User:CN=offsetd-lp-…`, the operation and the resource (exit 58); the ACL granted back, the
+    same feature passes again."""
+    line = refused_without(mtls_stack, lp, lp_connectors, which)
+    assert f"User:{lp.name} needs {NEEDS[which][1]}" in line, line
+    feature_passes(lp, lp_connectors, which, within_s=20)
+
+
+def test_the_daemon_as_a_certificate_principal_waits_for_read_on_its_group(
+    mtls_stack: StackInfo, lp: Principal, tmp_path: Path
+) -> None:
+    """The table's last ACL, READ on the daemon's own groups: without it the daemon on the
+    certificate waits unready, `/readyz` naming the certificate's principal and the group, and
+    starts once it is granted."""
+    body = daemon_waits_for_group_read(mtls_stack, lp, tmp_path)
+    assert f"User:{lp.name} needs READ on group 'offsetd-lp-" in body, body
 
 
 # -- the leak search ----------------------------------------------------------------------------
@@ -459,11 +453,12 @@ def _key_lines(folder: Path) -> list[str]:
 
 
 def test_nothing_offsetd_said_holds_key_material(
-    mtls_stack: StackInfo, transcript: Transcript
+    mtls_stack: StackInfo, transcript: Transcript, lp: Principal
 ) -> None:
     """All the tests above made offsetd print (Spark's and librdkafka's output and command
     lines included), the demo daemon's log and the stack's logs: no line of any private key
-    of the stack, and not its store password."""
+    of the stack or of the least-privilege principal's certificate, and not the store
+    password."""
     texts = dict(transcript.texts)
     assert len(texts) >= 25, sorted(texts)  # the module ran in full
     for log in sorted(Path(mtls_stack.run_dir, "logs").glob("*.log")):
@@ -471,6 +466,7 @@ def test_nothing_offsetd_said_holds_key_material(
     assert "log offsetd-run.log" in texts  # the daemon's
     secrets = [*_key_lines(_folder(mtls_stack)), _store_password(mtls_stack)]
     assert len(secrets) > 5 * 20  # five keys of the stack, each some twenty lines
+    secrets += _key_lines(lp.config.parent)
     # the search finds key material where it is: in the key file the config names
     key_file = Path(mtls_stack.security["offsetd_key_file"]).read_text()
     assert sum(s in key_file for s in secrets) > 20
