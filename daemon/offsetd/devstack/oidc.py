@@ -34,6 +34,7 @@ from offsetd.devstack.ports import HOST
 __all__ = ["HydraProvider", "HydraTls", "issued_tokens", "new_client_secret", "register_client"]
 
 TOKEN_PATH = "/oauth2/token"  # noqa: S105 - a path, not a password
+_KEYS_GENERATION_S = 240.0  # the first JWKS answer: Hydra generating its key sets (loaded machine)
 
 
 @dataclass(frozen=True)
@@ -107,12 +108,18 @@ class HydraProvider:
         return ssl.create_default_context(cafile=str(self.tls.ca_pem))
 
     def is_ready(self) -> bool:
-        """The admin side is ready and the JWKS answers over HTTPS, verified as offsetd would."""
+        """The admin side is ready and the JWKS answers over HTTPS, verified as offsetd would.
+
+        The first JWKS request makes Hydra generate its RSA key sets, which takes a minute and
+        more on a loaded machine; a client that gives up cancels that generation, and the next
+        request starts it over. So the JWKS is asked once, with time to finish (the stack's
+        deadline still bounds the wait: the probe is called again only after this returns)."""
         with httpx.Client(timeout=2.0) as http:
-            admin = http.get(f"{self.admin_url}/health/ready")
-        with httpx.Client(timeout=2.0, verify=self.public_verify()) as https:
-            keys = https.get(self.jwks_url)
-        return admin.status_code == 200 and keys.status_code == 200
+            if http.get(f"{self.admin_url}/health/ready").status_code != 200:
+                return False
+        timeout = httpx.Timeout(5.0, read=_KEYS_GENERATION_S)
+        with httpx.Client(timeout=timeout, verify=self.public_verify()) as https:
+            return https.get(self.jwks_url).status_code == 200
 
 
 def register_client(
