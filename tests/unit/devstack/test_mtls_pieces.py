@@ -14,11 +14,12 @@ from offsetd.devstack import kafka, mm2
 from offsetd.devstack.connect import WorkerGroup
 from offsetd.devstack.mtls import ClientCert, MtlsSecurity, offsetd_acls
 from offsetd.devstack.security import OFFSETD_ACLS
-from offsetd.devstack.stack import StackInfo, _security_info
+from offsetd.devstack.stack import _security_info
 from offsetd.devstack.tls import TlsMaterial
 from offsetd.errors import TlsFailed
 from offsetd.kafkaaccess import principal
 from offsetd.kafkalogin import describe, login_failure
+from tests.unit.devstack.stackinfo import secure_stack_info
 
 NAMES = ("admin", "broker", "connect", "mm2", "offsetd")
 
@@ -81,23 +82,7 @@ def test_connect_requires_a_client_certificate_and_needs_no_jaas(tmp_path: Path)
 
 def test_the_written_config_names_certificate_files_and_no_password(tmp_path: Path) -> None:
     secure = security(tmp_path)
-    info = StackInfo(
-        run_dir=str(tmp_path),
-        clusters={
-            "east": {"bootstrap.servers": "127.0.0.1:1", "cluster.id": "a"},
-            "west": {"bootstrap.servers": "127.0.0.1:2", "cluster.id": "b"},
-        },
-        connect={
-            "url": "https://127.0.0.1:3",
-            "kafka_cluster": "west",
-            "group.id": "connect-cluster",
-            "offset.storage.topic": "connect-offsets",
-            "config.storage.topic": "connect-configs",
-            "status.storage.topic": "connect-status",
-        },
-        mm2={},
-        security=_security_info(secure),
-    )
+    info = secure_stack_info(tmp_path, _security_info(secure))
     written = info.offsetd_config()
     assert "password" not in str(written).lower()
     assert "sasl" not in str(written)

@@ -14,8 +14,9 @@ from offsetd.devstack import kafka
 from offsetd.devstack.oauth import OAuthLogin
 from offsetd.devstack.oidc import HydraProvider, HydraTls
 from offsetd.devstack.security import StackSecurity
-from offsetd.devstack.stack import StackInfo, _security_info
+from offsetd.devstack.stack import _security_info
 from offsetd.devstack.tls import TlsMaterial
+from tests.unit.devstack.stackinfo import secure_stack_info
 
 STORE_PASSWORD = 'store-"pw"'
 
@@ -105,23 +106,11 @@ def test_the_written_config_trusts_the_token_endpoint_through_oauth_ca_file(
     login = _login(tmp_path)
     security = _security_info(_security(tmp_path))
     security["oauth"] = login.describe()
-    info = StackInfo(
-        run_dir=str(tmp_path),
-        clusters={
-            "east": {"bootstrap.servers": "127.0.0.1:1", "oauth.bootstrap.servers": "127.0.0.1:3"},
-            "west": {"bootstrap.servers": "127.0.0.1:2", "oauth.bootstrap.servers": "127.0.0.1:4"},
-        },
-        connect={
-            "url": "https://127.0.0.1:5",
-            "kafka_cluster": "west",
-            "group.id": "connect-cluster",
-            "offset.storage.topic": "connect-offsets",
-            "config.storage.topic": "connect-configs",
-            "status.storage.topic": "connect-status",
-        },
-        mm2={},
-        security=security,
-    )
+    clusters = {
+        "east": {"bootstrap.servers": "127.0.0.1:1", "oauth.bootstrap.servers": "127.0.0.1:3"},
+        "west": {"bootstrap.servers": "127.0.0.1:2", "oauth.bootstrap.servers": "127.0.0.1:4"},
+    }
+    info = secure_stack_info(tmp_path, security, clusters)
     path = tmp_path / "offsetd.yaml"
     with path.open("w") as out:
         YAML().dump(info.offsetd_config(), out)

@@ -16,8 +16,9 @@ from offsetd.config import load_settings
 from offsetd.devstack import kafka, mm2
 from offsetd.devstack.connect import WorkerGroup
 from offsetd.devstack.security import OFFSETD_ACLS, STACK_ACLS, Acl, StackSecurity
-from offsetd.devstack.stack import StackInfo, _security_info
+from offsetd.devstack.stack import _security_info
 from offsetd.devstack.tls import TlsMaterial
+from tests.unit.devstack.stackinfo import secure_stack_info
 
 PASSWORDS = {p: f'pw-{p}-"quoted"' for p in ("admin", "broker", "connect", "mm2", "offsetd")}
 
@@ -78,23 +79,7 @@ def test_acls_bind_to_users_and_offsetd_is_no_super_user() -> None:
 
 def test_the_written_config_uses_offsetds_principal_and_password_files(tmp_path: Path) -> None:
     secure = security(tmp_path)
-    info = StackInfo(
-        run_dir=str(tmp_path),
-        clusters={
-            "east": {"bootstrap.servers": "127.0.0.1:1", "cluster.id": "a"},
-            "west": {"bootstrap.servers": "127.0.0.1:2", "cluster.id": "b"},
-        },
-        connect={
-            "url": "https://127.0.0.1:3",
-            "kafka_cluster": "west",
-            "group.id": "connect-cluster",
-            "offset.storage.topic": "connect-offsets",
-            "config.storage.topic": "connect-configs",
-            "status.storage.topic": "connect-status",
-        },
-        mm2={},
-        security=_security_info(secure),
-    )
+    info = secure_stack_info(tmp_path, _security_info(secure))
     written = info.offsetd_config()
     assert PASSWORDS["offsetd"] not in str(written)  # by reference only
     assert (
