@@ -131,6 +131,20 @@ def _settled(row: PartitionLag | None, end: int, n: int | None, written: int | N
     )
 
 
+class _Laps:
+    """Wall time per stage of one cycle, the stages laid end to end (what runs between two
+    reads counts to the next): a slow cycle names the stage it waited in."""
+
+    def __init__(self, started: float) -> None:
+        self.seconds: dict[str, float] = {}
+        self._mark = started
+
+    def lap(self, stage: str) -> None:
+        now = time.monotonic()
+        self.seconds[stage] = now - self._mark
+        self._mark = now
+
+
 class Collector:
     """Holds the readers, caches and windows between cycles; `collect()` runs one cycle."""
 
@@ -252,9 +266,12 @@ class Collector:
 
     def collect(self) -> Snapshot:
         started = time.monotonic()
+        laps = _Laps(started)
         errors: dict[str, str] = {}
         self._read_connect(errors)
+        laps.lap("connect")
         self._read_offsets(errors)
+        laps.lap("offsets")
         now_ms = int(self._clock() * 1000)
         self._note_running(now_ms)
         sources = self._source_work()
@@ -270,7 +287,9 @@ class Collector:
                     self._rows.pop(connector, None)
                 self._layout_changed = True
                 continue
+        laps.lap("source")
         heartbeats.extend(self._target_heartbeats(beats, now_ms, errors))
+        laps.lap("heartbeats")
         unique = {(h.cluster, h.topic, h.source, h.target): h for h in heartbeats}
         heartbeats = list(unique.values())
         replicated = self._replicated_topics()
@@ -283,6 +302,7 @@ class Collector:
             failover=FailoverPolicy(self.lag.failover_groups, self.lag.failover_max_checkpoint_age),
             replicated_of=lambda flow: replicated.get((flow.source, flow.target)),
         )
+        laps.lap("checkpoints")
         live = {connector for work in sources.values() for connector in work.connectors}
         for gone in self._rows.keys() - live:  # a connector gone (or no longer MM2's)
             del self._rows[gone]
@@ -293,12 +313,14 @@ class Collector:
             self._layout_changed = False
         partitions = [rows[tp] for rows, tp in self._order]
         self.reports = self._progress_cycle(now_ms, errors)
+        laps.lap("sinks")
         if now_ms - self._persisted_ms >= min(_PERSIST_EVERY_MS, self.lag.window // 12):
             self._persisted_ms = now_ms
             try:
                 self.persist()
             except OSError as exc:
                 errors["persist"] = str(exc)
+            laps.lap("persist")
         for stage in errors:
             self.errors_total[stage.split(":", 1)[0]] += 1
         return Snapshot(
@@ -308,6 +330,7 @@ class Collector:
             heartbeats=tuple(heartbeats),
             checkpoints=tuple(checkpoints.checkpoints),
             refresh_seconds=time.monotonic() - started,
+            stage_seconds=laps.seconds,
             slo_seconds=self.lag.slo_seconds,
             errors=errors,
             sink_partitions=tuple(self.progress.partitions) if self.progress else (),

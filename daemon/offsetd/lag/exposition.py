@@ -208,6 +208,12 @@ METRICS = _families(
         "Wall time of the last MM2 lag collection cycle.",
     ),
     MetricFamily(
+        "offsetd_mm2_lag_refresh_stage_duration_seconds",
+        "gauge",
+        "Wall time of each stage of the last MM2 lag collection cycle (connect, offsets, "
+        "source, heartbeats, checkpoints, sinks, persist): where a slow cycle waited.",
+    ),
+    MetricFamily(
         "offsetd_mm2_lag_last_refresh_timestamp_seconds",
         "gauge",
         "When the last MM2 lag collection cycle finished (Unix time).",
@@ -404,6 +410,14 @@ def render(
     page.family(
         "offsetd_mm2_lag_refresh_duration_seconds",
         [f"offsetd_mm2_lag_refresh_duration_seconds {_num(snapshot.refresh_seconds)}\n"],
+    )
+    page.family(
+        "offsetd_mm2_lag_refresh_stage_duration_seconds",
+        (
+            f"offsetd_mm2_lag_refresh_stage_duration_seconds{{{_labels([('stage', stage)])}}} "
+            f"{_num(seconds)}\n"
+            for stage, seconds in snapshot.stage_seconds.items()
+        ),
     )
     page.family(
         "offsetd_mm2_lag_last_refresh_timestamp_seconds",

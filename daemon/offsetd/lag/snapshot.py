@@ -238,6 +238,9 @@ class Snapshot:
     heartbeats: tuple[HeartbeatAge, ...] = ()
     checkpoints: tuple[CheckpointLag, ...] = ()
     refresh_seconds: float = 0.0
+    # the cycle's wall time per stage (connect, offsets, source, heartbeats, checkpoints,
+    # sinks, persist; the error stages' names), adding up to refresh_seconds
+    stage_seconds: dict[str, float] = field(default_factory=dict)
     slo_seconds: float = 300.0
     errors: dict[str, str] = field(default_factory=dict)  # stage -> last error this cycle
     # sink progress (`offsetd.lag.progress`): each sink partition, each task's state
@@ -251,6 +254,7 @@ class Snapshot:
         return {
             "taken_ms": self.taken_ms,
             "refresh_seconds": self.refresh_seconds,
+            "stage_seconds": dict(self.stage_seconds),
             "partitions": [p.as_json(self.taken_ms) for p in self.partitions],
             "connectors": [
                 {

@@ -70,6 +70,7 @@ def snapshot() -> Snapshot:
             ),
         ),
         refresh_seconds=0.25,
+        stage_seconds={"connect": 0.125, "offsets": 0.0625, "checkpoints": 0.0625},
         slo_seconds=120.0,
     )
 
@@ -137,6 +138,13 @@ def test_per_partition_page() -> None:
     assert ("offsetd_mm2_checkpoint_age_seconds", labels(**idle)) not in got
     assert got[("offsetd_mm2_lag_slo_seconds", labels())] == 120.0
     assert got[("offsetd_mm2_lag_collection_errors_total", labels(stage="connect"))] == 2
+    assert got[("offsetd_mm2_lag_refresh_duration_seconds", labels())] == 0.25
+    stage = "offsetd_mm2_lag_refresh_stage_duration_seconds"
+    assert {dict(k[1])["stage"]: v for k, v in got.items() if k[0] == stage} == {
+        "connect": 0.125,
+        "offsets": 0.0625,
+        "checkpoints": 0.0625,
+    }
 
 
 def test_aggregated_per_topic() -> None:
