@@ -37,6 +37,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
@@ -536,11 +537,24 @@ def _children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def test_the_one_shot_lag_command_collects_in_well_under_a_second(field_config: Path) -> None:
+def _round_trip(connect: ConnectClient) -> float:
+    """Wall seconds of one fresh client's `GET /connectors?expand=info&expand=status`, the
+    lag cycle's first request: how slowly the stack answers right now."""
+    started = time.monotonic()
+    with httpx.Client(base_url=str(connect.http.base_url), timeout=30) as http:
+        response = http.get("/connectors", params=[("expand", "info"), ("expand", "status")])
+    assert response.status_code == 200, response.text
+    return time.monotonic() - started
+
+
+def test_the_one_shot_lag_command_collects_in_well_under_a_second(
+    connect: ConnectClient, field_config: Path
+) -> None:
     """`offsetd lag` is run by hand during an incident: its cycle (Connect REST, the offsets
     topic, ListOffsets, heartbeats, checkpoints) must not wait on long polls."""
-    cycles, slowest, commands, cpu = [], [], [], []
+    cycles, slowest, trips, commands, cpu = [], [], [], [], []
     for _ in range(5):
+        trips.append(round(_round_trip(connect), 3))
         started, used = time.monotonic(), _children_cpu()
         done = subprocess.run(
             [str(OFFSETD), "lag", "--config", str(field_config), "-o", "json"],
@@ -559,19 +573,23 @@ def test_the_one_shot_lag_command_collects_in_well_under_a_second(field_config: 
         assert sum(stages.values()) == pytest.approx(doc["refresh_seconds"], abs=0.005), stages
         stage, seconds = max(stages.items(), key=lambda kv: kv[1])
         slowest.append((stage, round(seconds, 3)))
-    print(f"one-shot cycles: {cycles}, slowest stages: {slowest}, whole commands: {commands}, "
-          f"their CPU: {cpu}")  # fmt: skip
+    print(
+        f"one-shot cycles: {cycles}, slowest stages: {slowest}, the stack's round trip before "
+        f"each: {trips}, whole commands: {commands}, their CPU: {cpu}"
+    )
     # No stage waits on a long poll (a fetch's 500 ms wait, a poll timeout at a log's end): the
-    # slowest stage of the fastest run stays under one. Alone on the machine the whole cycle
-    # takes 0.17-0.55 s and its slowest stage (Connect's REST) 0.07-0.13 s; with 4 lanes (the
-    # CPUs 90 % busy) whole cycles read 0.67-0.91 s, which a whole-cycle bound cannot tell from
-    # a wait, while a wait still shows whole in its stage.
-    assert min(seconds for _, seconds in slowest) < 0.5, slowest
+    # slowest stage, less two of the stack's round trips measured just before (the Connect
+    # stage's listing, then its mirrors' task configs at once), stays under one in some run.
+    # Alone on the machine whole cycles take 0.17-0.55 s, their slowest stage 0.07-0.2 s and a
+    # round trip ~0.01 s; with 4 lanes and more the machine is saturated: whole cycles read
+    # 0.67-1.4 s and the Connect stage alone 0.65 s, which no fixed bound tells from a wait.
+    assert min(s - 2 * t for (_, s), t in zip(slowest, trips, strict=True)) < 0.5, (slowest, trips)
     # The whole command's own work, interpreter and imports included (modules compiled at
     # install), in CPU seconds: its wall time measures how loaded the machine is. With 4 lanes
-    # (the CPUs 83 % busy) the commands took 1.59-4.16 s while their cycles read 0.44-0.84 s;
-    # alone on the machine they take under a second either way.
-    assert min(cpu) < 1.0, cpu
+    # (the CPUs 83 % busy) the commands took 1.59-4.16 s while their cycles read 0.44-0.84 s.
+    # Its CPU: 0.69-0.94 s alone on the machine, 0.86-1.0 s on a saturated one (shared caches
+    # and cores make the same work dearer); twice the work would read 1.4 s and more.
+    assert min(cpu) < 1.3, cpu
     # ...and no command waits for seconds outside its cycle (a consumer's close, a timer)
     assert min(commands) - min(cycles) < 3.0, (commands, cycles)
     # no run waits out librdkafka's 3 s leader-query timer (a fresh client's first ListOffsets)

@@ -3,11 +3,14 @@
 One `GET /connectors?expand=info&expand=status` per Connect cluster per cycle, through offsetd's
 `ConnectClient`, plus `GET /connectors/{c}/tasks` for each MirrorSourceConnector: its task
 configs carry `task.assigned.partitions`, the exact set of source partitions MM2 replicates
-(which includes partitions that have no offset yet, "not started").
+(which includes partitions that have no offset yet, "not started"). Those are sent together,
+at most `TASKS_AT_ONCE` at a time: one after another, a cluster of many mirrors paid one round
+trip per mirror per cycle, and a loaded Connect made each slow.
 """
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote
@@ -20,7 +23,9 @@ from offsetd.connect.transport import httpx_options, user_of
 from offsetd.lag.snapshot import ConnectorHealth
 from offsetd.offsets.model import ConnectorKind, connector_kind
 
-__all__ = ["ConnectView", "MirrorFlow", "parse_assigned", "read_connect"]
+__all__ = ["TASKS_AT_ONCE", "ConnectView", "MirrorFlow", "parse_assigned", "read_connect"]
+
+TASKS_AT_ONCE = 8  # task-config reads in flight per Connect cluster
 
 
 @dataclass(frozen=True)
@@ -77,6 +82,7 @@ async def read_connect(name: str, cluster: ConnectCluster, timeout_s: float = 15
     view = ConnectView()
     async with httpx.AsyncClient(timeout=timeout_s, **httpx_options(cluster)) as http:
         expanded = await ConnectClient(http, user=user_of(cluster)).expanded()
+        mirrors: list[str] = []  # MirrorSourceConnectors whose task configs to read
         for connector, entry in sorted(expanded.items()):
             info: dict[str, Any] = entry.get("info") or {}
             status: dict[str, Any] = entry.get("status") or {}
@@ -109,11 +115,23 @@ async def read_connect(name: str, cluster: ConnectCluster, timeout_s: float = 15
                 continue
             view.flows.append(flow)
             if kind is ConnectorKind.MIRROR_SOURCE and info.get("tasks"):
-                response = await http.get(f"/connectors/{quote(connector, safe='')}/tasks")
-                if response.status_code == 200:
-                    assigned: set[tuple[str, int]] = set()
-                    for task in response.json():
-                        value = (task.get("config") or {}).get("task.assigned.partitions", "")
-                        assigned |= parse_assigned(value)
-                    view.assigned[connector] = assigned
+                mirrors.append(connector)
+        slots = asyncio.Semaphore(TASKS_AT_ONCE)
+        found = await asyncio.gather(*(_assigned(http, slots, name) for name in mirrors))
+        view.assigned.update((n, a) for n, a in zip(mirrors, found, strict=True) if a is not None)
     return view
+
+
+async def _assigned(
+    http: httpx.AsyncClient, slots: asyncio.Semaphore, connector: str
+) -> set[tuple[str, int]] | None:
+    """The partitions a MirrorSourceConnector's tasks are assigned; None if Connect has no task
+    configs for it now (it was deleted or is being reconfigured)."""
+    async with slots:
+        response = await http.get(f"/connectors/{quote(connector, safe='')}/tasks")
+    if response.status_code != 200:
+        return None
+    assigned: set[tuple[str, int]] = set()
+    for task in response.json():
+        assigned |= parse_assigned((task.get("config") or {}).get("task.assigned.partitions", ""))
+    return assigned
