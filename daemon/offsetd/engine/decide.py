@@ -58,6 +58,7 @@ from offsetd.engine.state import ConnectorState, RuleState, WindowEntry
 from offsetd.events.models import EventKind, RecordRef
 from offsetd.rules.matching import AnyEvent, CompiledAction, CompiledRule, RuleSet
 from offsetd.rules.models import ConnectorMeta
+from offsetd.rules.ruleset import task_id_of as _task_id_of
 
 __all__ = ["decide", "decide_firings", "defer", "new_episode", "note_acted", "prune"]
 
@@ -107,7 +108,7 @@ def decide_firings(
 
 def _decide(
     state: ConnectorState,
-    event: AnyEvent,
+    event: Any,  # AnyEvent; read by kind
     rules: RuleSet,
     meta: ConnectorMeta | None,
     now_ms: int,
@@ -117,33 +118,50 @@ def _decide(
 ) -> list[Firing]:
     source = event.source
     partition_key = f"{source.topic}:{source.partition}"
-    seen = state.offsets.get(partition_key)
-    if seen is not None and source.offset <= seen:
+    offsets = state.offsets
+    seen = offsets.get(partition_key)
+    offset = source.offset
+    if seen is not None and offset <= seen:
         return []
-    state.offsets[partition_key] = source.offset
+    offsets[partition_key] = offset
     time_ms = source.timestamp_ms
     # The fields' own dict: pydantic's __setattr__ costs ~1 us, and these are plain ints/strs
     # of a model without validate_assignment.
     fields = state.__dict__
-    if fields["watermark_ms"] is None or time_ms > fields["watermark_ms"]:
+    watermark = fields["watermark_ms"]
+    if watermark is None or time_ms > watermark:
         fields["watermark_ms"] = time_ms
     if not fields["connector"]:
         state.connect_cluster, state.connector = event.connect_cluster, event.connector
 
     kind = event.kind
-    if kind is EventKind.TASK_STATUS or kind is EventKind.CONNECTOR_STATUS:
+    if kind is _TASK:  # step 2, inline for the most frequent kind (see _update_status)
+        status = event.state
+        if status is None:
+            state.tasks.pop(event.task_id, None)
+        else:
+            state.tasks[event.task_id] = {
+                "state": status,
+                "generation": event.generation,
+                "worker_id": event.worker_id,
+                "time_ms": time_ms,
+            }
+    elif kind is _CONNECTOR:
         _update_status(state, event, time_ms)
-    elif kind is EventKind.PROGRESS and not new_episode(state, event):
+    elif kind is _PROGRESS and not new_episode(state, event):
         return []
 
     if time_ms >= fields["next_sweep_ms"]:
         prune(state, rules)
         fields["next_sweep_ms"] = time_ms + SWEEP_EVERY_MS
 
-    matched = rules.live(rules.candidates(event, meta), event, meta)
-    decisions = _match_rules(state, event, matched, meta, now_ms, on_match, light=light)
-    if kind is EventKind.PROGRESS and decisions:
-        note_acted(state, event, decisions)
+    matched = rules.matched(event, meta)
+    if matched:
+        decisions = _match_rules(state, event, matched, meta, now_ms, on_match, light=light)
+        if decisions and kind is _PROGRESS:
+            note_acted(state, event, decisions)
+    else:
+        decisions = []
     if meta is None and rules.meta_rules:
         defer(state, event, rules, now_ms)
     return decisions
@@ -160,31 +178,45 @@ def _match_rules(
     light: bool = False,
 ) -> list[Firing]:
     """Steps 3 to 6 for `matched` (the event's rules whose conditions hold, in load order:
-    `RuleSet.live`): staleness, count, fire."""
+    `RuleSet.live`): staleness, count, fire.
+
+    What every rule of the event shares (its window entry, its age, the rules' states) is read
+    once; the common case of the window, an event at or after its newest entry, is inline.
+    """
     decisions: list[Firing] = []
     source = event.source
     time_ms = source.timestamp_ms
-    record = _record_text(event) if event.kind is EventKind.DLQ_RECORD else None
+    age = now_ms - time_ms
+    record = _record_text(event) if event.kind is _DLQ else None
+    entry: WindowEntry = (time_ms, source.topic, source.partition, source.offset, record)
+    rule_states = state.rules
     trigger: list[EventSummary] = []  # built by the first firing, shared by the others
     for rule in matched:
-        if now_ms - time_ms > rule.within_ms:
+        within = rule.within_ms
+        if age > within:
             continue  # stale: a replayed or late record never fires (nor counts)
+        name = rule.name
         if on_match is not None:
-            on_match(rule.name)
+            on_match(name)
         if record is None and rule.keys_record:
             continue  # counted per record, and this event names none (DLQ without headers)
-        rule_state = state.rules.get(rule.name)
+        rule_state = rule_states.get(name)
         if rule_state is None:
-            rule_state = state.rules[rule.name] = new_rule_state()
-        key = _count_key(rule, event, record)
+            rule_state = rule_states[name] = new_rule_state()
+        key = rule.keyer(event, record)
         windows = rule_state["windows"]
         entries = windows.get(key)
         if entries is None:
             entries = windows[key] = []
-            if len(windows) > MAX_KEYS:
+            if len(windows) > MAX_KEYS:  # before the entry: a new key is the stalest
                 evict_stalest(windows, MAX_KEYS // 2)
-        entry: WindowEntry = (time_ms, source.topic, source.partition, source.offset, record)
-        if not add_to_window(entries, entry, rule.within_ms) or len(entries) < rule.count:
+        if not entries or time_ms >= entries[-1][0]:  # in order: add_to_window, nothing to sort
+            entries.append(entry)
+            if entries[0][0] < time_ms - within:
+                prune_window(entries, within)
+        elif not add_to_window(entries, entry, within):
+            continue
+        if len(entries) < rule.count:
             continue
         counted = list(entries)
         del windows[key]  # the firing consumes the window
@@ -298,48 +330,6 @@ def _update_status(state: ConnectorState, event: Any, time_ms: int) -> None:
             del state.inhibitions[name]
 
 
-_KEY_FIELDS: dict[str, Callable[[Any], str]] = {
-    "connector": lambda e: e.connector,
-    "task_id": lambda e: _text(_task_id_of(e)),
-    "exception_class": lambda e: _text(getattr(getattr(e, "error", None), "exception_class", None)),
-    "root_cause_class": lambda e: _text(
-        getattr(getattr(e, "error", None), "root_cause_class", None)
-    ),
-}
-
-
-def _text(value: object) -> str:
-    return "" if value is None else str(value)
-
-
-def _count_key(rule: CompiledRule, event: Any, record: str | None) -> str:
-    keyer = _KEYERS.get(rule.key)
-    if keyer is None:
-        keyer = _KEYERS[rule.key] = _keyer(rule.key)
-    return keyer(event, record)
-
-
-def _keyer(names: tuple[str, ...]) -> Callable[[Any, str | None], str]:
-    """The count key function for a rule's `key` (compiled once: this runs for every match)."""
-    if names == ("connector",):
-        return lambda e, _r: f"connector={e.connector}"
-    if names == ("connector", "task_id"):
-        return lambda e, _r: f"connector={e.connector},task_id={_text(_task_id_of(e))}"
-    if names == ("connector", "record"):
-        return lambda e, r: f"connector={e.connector},record={r or ''}"
-
-    def key(event: Any, record: str | None) -> str:
-        return ",".join(
-            f"record={record or ''}" if name == "record" else f"{name}={_KEY_FIELDS[name](event)}"
-            for name in names
-        )
-
-    return key
-
-
-_KEYERS: dict[tuple[str, ...], Callable[[Any, str | None], str]] = {}
-
-
 def _record_text(event: Any) -> str | None:
     record = getattr(event, "record", None)
     if record is None or not isinstance(record, RecordRef):
@@ -378,7 +368,7 @@ def _fire(
             connector=event.connector,
             task_id=_task_id_of(event),
             key=key,
-            action_types=[action.type for action in rule.actions],
+            action_types=list(rule.action_types),
             reason=reason,
             detail=detail,
             event_time_ms=time_ms,
@@ -515,14 +505,14 @@ def _summary(event: Any) -> EventSummary:
     )
 
 
-# The kinds with a `state` and those without a `task_id`: read by kind, not by getattr, because
-# a pydantic model misses an attribute slowly (~4 us: its __getattr__ raises).
+# The kinds with a `state`: read by kind, not by getattr, because a pydantic model misses an
+# attribute slowly (~4 us: its __getattr__ raises).
 _STATUS_KINDS = frozenset({EventKind.TASK_STATUS, EventKind.CONNECTOR_STATUS})
-_NO_TASK_ID = frozenset({EventKind.CONNECTOR_STATUS, EventKind.SOURCE_OFFSET})
-
-
-def _task_id_of(event: Any) -> int | None:
-    return None if event.kind in _NO_TASK_ID else event.task_id
+# the members as module constants: the hot path compares kinds by identity
+_TASK = EventKind.TASK_STATUS
+_CONNECTOR = EventKind.CONNECTOR_STATUS
+_DLQ = EventKind.DLQ_RECORD
+_PROGRESS = EventKind.PROGRESS
 
 
 def _plan_action(

@@ -8,7 +8,7 @@ of only the conditions it sets, cheapest first (`offsetd.rules.conditions`).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,12 +25,68 @@ from offsetd.rules.models import (
     Rule,
 )
 
-__all__ = ["CompiledAction", "CompiledRule", "RuleSet", "compile_rule"]
+__all__ = [
+    "CompiledAction",
+    "CompiledRule",
+    "Keyer",
+    "RuleSet",
+    "compile_rule",
+    "count_keyer",
+    "task_id_of",
+]
 
 
 # Conditions that depend only on the connector's names and metadata: RuleSet checks them
 # once per (kind, state, cluster, connector, metadata) and remembers the result.
 _STATIC = frozenset({"connect_cluster", "connector", "connector_class", "connector_type"})
+
+Keyer = Callable[[Any, str | None], str]
+"""(event, failing record `topic-p@o` or None) -> the event's count key for a rule."""
+
+# The kinds without a `task_id`: read by kind, not by getattr, because a pydantic model misses
+# an attribute slowly (~4 us: its __getattr__ raises).
+_NO_TASK_ID = frozenset({EventKind.CONNECTOR_STATUS, EventKind.SOURCE_OFFSET})
+
+
+def task_id_of(event: Any) -> int | None:
+    """The event's task id; None for the kinds that have none."""
+    return None if event.kind in _NO_TASK_ID else event.task_id
+
+
+def _text(value: object) -> str:
+    return "" if value is None else str(value)
+
+
+_KEY_FIELDS: dict[str, Callable[[Any], str]] = {
+    "connector": lambda e: e.connector,
+    "task_id": lambda e: _text(task_id_of(e)),
+    "exception_class": lambda e: _text(getattr(getattr(e, "error", None), "exception_class", None)),
+    "root_cause_class": lambda e: _text(
+        getattr(getattr(e, "error", None), "root_cause_class", None)
+    ),
+}
+
+
+def count_keyer(names: Sequence[str]) -> Keyer:
+    """The count key function for a rule's `when.key`, e.g. `connector=x,task_id=0`.
+
+    Compiled once per rule (`CompiledRule.keyer`): the engine runs it for every counted event.
+    """
+    names = tuple(names)
+    if names == ("connector",):
+        return lambda e, _r: f"connector={e.connector}"
+    if names == ("connector", "task_id"):
+        return lambda e, _r: f"connector={e.connector},task_id={_text(task_id_of(e))}"
+    if names == ("connector", "record"):
+        return lambda e, r: f"connector={e.connector},record={r or ''}"
+
+    def key(event: Any, record: str | None) -> str:
+        return ",".join(
+            f"record={record or ''}" if name == "record" else f"{name}={_KEY_FIELDS[name](event)}"
+            for name in names
+        )
+
+    return key
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -57,6 +113,8 @@ class CompiledRule:
     inhibits: Inhibit | None
     has_skip: bool
     actions: tuple[CompiledAction, ...]
+    action_types: tuple[str, ...]  # the actions' types, in order
+    keyer: Keyer  # an event's count key: `count_keyer(key)`, compiled once
     # A condition or an `unless` reads the connector's class or type: without metadata the
     # rule can tell neither a match nor an exclusion, so the event waits (engine.later).
     needs_meta: bool = False
@@ -131,6 +189,8 @@ def compile_rule(rule: Rule) -> CompiledRule:
         inhibits=rule.inhibits,
         has_skip=any(a.effects.skips_record for a in rule.actions),
         actions=actions,
+        action_types=tuple(action.type for action in actions),
+        keyer=count_keyer(rule.when.key),
         needs_meta=any(c.needs_meta for c in (*conditions, *unless)),
         name_static=tuple(c.test for c in conditions if c.name in _STATIC and not c.needs_meta),
     )
@@ -153,6 +213,11 @@ def _compile_action(action: Action) -> CompiledAction:
 
 
 _STATUS_KINDS = (EventKind.CONNECTOR_STATUS, EventKind.TASK_STATUS)
+# the members as module constants: the hot path compares kinds by identity
+_TASK = EventKind.TASK_STATUS
+_CONNECTOR = EventKind.CONNECTOR_STATUS
+_DLQ = EventKind.DLQ_RECORD
+_TOPIC = EventKind.TOPIC_STATUS
 _CANDIDATE_CACHE_LIMIT = 65536
 _LIVE_CACHE_LIMIT = 16384
 _CandidateKey = tuple[str, str | None, str, str, str | None, str | None]
@@ -186,7 +251,8 @@ class RuleSet:
                     for r in self._by_kind[kind]
                     if r.states is None or (state is not None and state in r.states)
                 )
-        self._candidates: dict[_CandidateKey, tuple[CompiledRule, ...]] = {}
+        # key -> (candidates, whether none of them has a dynamic condition)
+        self._candidates: dict[_CandidateKey, tuple[tuple[CompiledRule, ...], bool]] = {}
         self.meta_rules = tuple(r for r in self.rules if r.needs_meta)
         # how long a deferred event may matter: the longest window of a rule that needs metadata
         self.meta_within_ms = max((r.within_ms for r in self.meta_rules), default=0)
@@ -223,8 +289,7 @@ class RuleSet:
         What remains to check is each rule's `dynamic` predicate.
         """
         kind = event.kind
-        status = kind is EventKind.TASK_STATUS or kind is EventKind.CONNECTOR_STATUS
-        state = event.state if status else None
+        state = event.state if kind is _TASK or kind is _CONNECTOR else None
         key: _CandidateKey = (
             kind,
             state,
@@ -235,25 +300,58 @@ class RuleSet:
         )
         found = self._candidates.get(key)
         if found is None:
-            if status:
-                base = self._by_state.get((kind, state))
-                if base is None:  # a state this version does not know, or a tombstone
-                    base = self._by_state[(kind, None)]
-            else:
-                base = self._by_kind[kind]
-            found = tuple(
-                r
-                for r in base
-                if (meta is not None or not r.needs_meta)
-                and all(test(event, meta) for test in r.static)
-            )
-            if len(self._candidates) >= _CANDIDATE_CACHE_LIMIT:
-                self._candidates.clear()
-                self._plain.clear()
-            self._candidates[key] = found
-            if all(r.dynamic is None for r in found):
-                self._plain[id(found)] = found  # held here: its id is not reused meanwhile
-        return found
+            found = self._look_up(key, event, meta)
+        return found[0]
+
+    def matched(self, event: Any, meta: ConnectorMeta | None) -> tuple[CompiledRule, ...]:
+        """`live(candidates(event, meta), event, meta)`, with one lookup: the engine's hot path.
+
+        Most events (RUNNING statuses) have only candidates without a dynamic condition, or
+        none at all: they are answered by the candidates' own entry.
+        """
+        kind = event.kind
+        state = event.state if kind is _TASK or kind is _CONNECTOR else None
+        key: _CandidateKey = (
+            kind,
+            state,
+            event.connect_cluster,
+            event.connector,
+            None if meta is None else meta.connector_class,
+            None if meta is None else meta.connector_type,
+        )
+        found = self._candidates.get(key)
+        if found is None:
+            found = self._look_up(key, event, meta)
+        if found[1]:
+            return found[0]
+        return self._live_of(found[0], event, meta)
+
+    def _look_up(
+        self, key: _CandidateKey, event: Any, meta: ConnectorMeta | None
+    ) -> tuple[tuple[CompiledRule, ...], bool]:
+        """Find and remember the candidates for `key` (the event's kind, state, names and
+        metadata), with whether none of them has a dynamic condition."""
+        kind, state = key[0], key[1]
+        if kind is _TASK or kind is _CONNECTOR:
+            base = self._by_state.get((kind, state))
+            if base is None:  # a state this version does not know, or a tombstone
+                base = self._by_state[(kind, None)]
+        else:
+            base = self._by_kind[kind]
+        found = tuple(
+            r
+            for r in base
+            if (meta is not None or not r.needs_meta)
+            and all(test(event, meta) for test in r.static)
+        )
+        if len(self._candidates) >= _CANDIDATE_CACHE_LIMIT:
+            self._candidates.clear()
+            self._plain.clear()
+        plain = all(r.dynamic is None for r in found)
+        self._candidates[key] = (found, plain)
+        if plain:
+            self._plain[id(found)] = found  # held here: its id is not reused meanwhile
+        return found, plain
 
     def live(
         self, candidates: tuple[CompiledRule, ...], event: Any, meta: ConnectorMeta | None
@@ -271,17 +369,23 @@ class RuleSet:
         """
         if not candidates or id(candidates) in self._plain:
             return candidates  # no dynamic condition to check (a RUNNING status, mostly)
+        return self._live_of(candidates, event, meta)
+
+    def _live_of(
+        self, candidates: tuple[CompiledRule, ...], event: Any, meta: ConnectorMeta | None
+    ) -> tuple[CompiledRule, ...]:
+        """`live` for candidates of which some have a dynamic condition."""
         kind = event.kind
         # the attributes each kind has (a pydantic model's missing attribute is slow to miss)
-        if kind is EventKind.TASK_STATUS:
+        if kind is _TASK:
             error, key = event.error, (id(candidates), event.task_id, id(event.error), None)
-        elif kind is EventKind.CONNECTOR_STATUS:
+        elif kind is _CONNECTOR:
             error, key = event.error, (id(candidates), None, id(event.error), None)
-        elif kind is EventKind.DLQ_RECORD:
+        elif kind is _DLQ:
             record = event.record
             topic = None if record is None else record.topic
             error, key = event.error, (id(candidates), event.task_id, id(event.error), topic)
-        elif kind is EventKind.TOPIC_STATUS:
+        elif kind is _TOPIC:
             error, key = None, (id(candidates), event.task_id, id(None), None)
         else:
             return tuple(r for r in candidates if r.dynamic is None or r.dynamic(event, meta))

@@ -128,6 +128,7 @@ def test_live_answers_what_the_predicates_say(seed: int, count: int) -> None:
         candidates = ruleset.candidates(e, meta)
         expected = tuple(r for r in candidates if r.dynamic is None or r.dynamic(e, meta))
         assert ruleset.live(candidates, e, meta) == expected
+        assert ruleset.matched(e, meta) == expected  # the engine's one lookup
         # and the slow, self-contained check agrees with both
         slow = [r for r in ruleset.rules if r.matches(e, meta) and (meta or not r.needs_meta)]
         assert list(expected) == slow
