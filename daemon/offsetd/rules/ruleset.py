@@ -39,6 +39,11 @@ __all__ = [
 # Conditions that depend only on the connector's names and metadata: RuleSet checks them
 # once per (kind, state, cluster, connector, metadata) and remembers the result.
 _STATIC = frozenset({"connect_cluster", "connector", "connector_class", "connector_type"})
+# Conditions that read only the event's `error` (`offsetd.rules.conditions`: the error's
+# classes, stage, failure class and texts).
+_ERROR_CONDITIONS = frozenset(
+    {"stage", "failure", "exception_class", "root_cause_class", "message"}
+)
 
 Keyer = Callable[[Any, str | None], str]
 """(event, failing record `topic-p@o` or None) -> the event's count key for a rule."""
@@ -125,6 +130,10 @@ class CompiledRule:
     # rule can tell neither a match nor an exclusion, so the event waits (engine.later).
     needs_meta: bool = False
     name_static: tuple[Predicate, ...] = ()  # `static` less the metadata conditions
+    # `dynamic` reads the event's error and nothing else (its conditions and `unless` are all
+    # on the error: `_ERROR_CONDITIONS`): its answer for one (frozen) error holds for every
+    # event that carries it, whatever its connector, task or metadata
+    error_only: bool = False
 
     def matches(self, event: Any, meta: ConnectorMeta | None) -> bool:
         """Every condition, kind and state included (the slow, self-contained check)."""
@@ -169,6 +178,8 @@ def _dynamic(tests: Sequence[Predicate], unless: Sequence[Predicate]) -> Predica
 def compile_rule(rule: Rule) -> CompiledRule:
     conditions = compile_conditions(rule.match)
     unless = compile_conditions(rule.match.unless) if rule.match.unless is not None else ()
+    dynamic_names = [c.name for c in conditions if c.name not in _STATIC and c.name != "state"]
+    dynamic_names += [c.name for c in unless]
     actions = tuple(_compile_action(action) for action in rule.actions)
     return CompiledRule(
         rule=rule,
@@ -198,6 +209,7 @@ def compile_rule(rule: Rule) -> CompiledRule:
         action_types=tuple(action.type for action in actions),
         keyer=count_keyer(rule.when.key),
         needs_meta=any(c.needs_meta for c in (*conditions, *unless)),
+        error_only=bool(dynamic_names) and all(n in _ERROR_CONDITIONS for n in dynamic_names),
         name_static=tuple(c.test for c in conditions if c.name in _STATIC and not c.needs_meta),
     )
 
@@ -221,6 +233,7 @@ def _compile_action(action: Action) -> CompiledAction:
 _STATUS_KINDS = (EventKind.CONNECTOR_STATUS, EventKind.TASK_STATUS)
 _CANDIDATE_CACHE_LIMIT = 65536
 _LIVE_CACHE_LIMIT = 16384
+_VERDICT_CACHE_LIMIT = 4096  # errors (each with a verdict per rule; its key holds no text)
 _CandidateKey = tuple[str, str | None, str, str, str | None, str | None]
 
 
@@ -271,6 +284,8 @@ class RuleSet:
         # the value holds the objects whose ids are in the key, so no id is reused meanwhile
         self._live: dict[tuple[int, Any, int, Any], tuple[Any, Any, tuple[CompiledRule, ...]]]
         self._live = {}
+        # id of an error -> (the error, rule -> whether its error-only `dynamic` holds)
+        self._verdicts: dict[int, tuple[Any, dict[CompiledRule, bool]]] = {}
         # id -> candidates with no dynamic condition at all: `live` is the candidates themselves
         self._plain: dict[int, tuple[CompiledRule, ...]] = {}
 
@@ -393,11 +408,46 @@ class RuleSet:
         found = self._live.get(key)
         if found is not None:
             return found[2]
-        live = tuple(r for r in candidates if r.dynamic is None or r.dynamic(event, meta))
+        if error is None:
+            live = tuple(r for r in candidates if r.dynamic is None or r.dynamic(event, meta))
+        else:
+            live = self._live_with(candidates, event, meta, error)
         if len(self._live) >= _LIVE_CACHE_LIMIT:
             self._live.clear()
         self._live[key] = (candidates, error, live)
         return live
+
+    def _live_with(
+        self,
+        candidates: tuple[CompiledRule, ...],
+        event: Any,
+        meta: ConnectorMeta | None,
+        error: Any,
+    ) -> tuple[CompiledRule, ...]:
+        """`live` not remembered yet for these candidates, task and topic, for an event with
+        an `error`. A rule whose conditions read only the error answers once per error: the
+        same error comes with many connectors and tasks (a broker outage, one bad deploy), and
+        its regexes and globs need not run for each (`CompiledRule.error_only`)."""
+        got = self._verdicts.get(id(error))
+        if got is None:
+            if len(self._verdicts) >= _VERDICT_CACHE_LIMIT:
+                self._verdicts.clear()
+            got = self._verdicts[id(error)] = (error, {})  # holds the error: its id stays its own
+        verdicts = got[1]
+        live: list[CompiledRule] = []
+        for rule in candidates:
+            test = rule.dynamic
+            if test is None:
+                live.append(rule)
+            elif rule.error_only:
+                verdict = verdicts.get(rule)
+                if verdict is None:
+                    verdict = verdicts[rule] = test(event, meta)
+                if verdict:
+                    live.append(rule)
+            elif test(event, meta):
+                live.append(rule)
+        return tuple(live)
 
     def waiting_for_meta(self, event: Any) -> tuple[CompiledRule, ...]:
         """The rules that need metadata and could match `event` once it is known.
