@@ -556,26 +556,33 @@ def prune(state: ConnectorState, rules: RuleSet) -> None:
     now = state.watermark_ms
     if now is None:
         return
-    for name in list(state.rules):
-        rule = rules.by_name.get(name)
+    rule_states, by_name = state.rules, rules.by_name
+    for name, rule_state in list(rule_states.items()):
+        rule = by_name.get(name)
         if rule is None:
-            del state.rules[name]
+            del rule_states[name]
             continue
-        rule_state = state.rules[name]
+        within = rule.within_ms
+        cutoff = now - within
         windows = rule_state["windows"]
-        for key in list(windows):
-            entries = windows[key]
-            prune_window(entries, rule.within_ms)
-            if not entries or entries[-1][0] < now - rule.within_ms:
-                del windows[key]
-        prune_times(rule_state["executed"], now - rule.budget_per_ms + 1)
+        for key, entries in list(windows.items()):
+            if not entries or entries[-1][0] < cutoff:
+                del windows[key]  # all of it too old (pruning keeps the newest entry)
+            elif entries[0][0] < entries[-1][0] - within:
+                prune_window(entries, within)
+        executed = rule_state["executed"]
+        oldest = now - rule.budget_per_ms + 1
+        if executed and executed[0] < oldest:
+            prune_times(executed, oldest)
         last = rule_state["last_executed_ms"]
-        if last is not None and now - last >= rule.cooldown_ms and not rule_state["executed"]:
-            rule_state["last_executed_ms"] = None
-        if not windows and not rule_state["executed"] and rule_state["last_executed_ms"] is None:
-            del state.rules[name]
-    for name in [n for n, i in state.inhibitions.items() if i["until_ms"] < now]:
-        del state.inhibitions[name]
+        if last is not None and now - last >= rule.cooldown_ms and not executed:
+            rule_state["last_executed_ms"] = last = None
+        if not windows and not executed and last is None:
+            del rule_states[name]
+    inhibitions = state.inhibitions
+    if inhibitions:
+        for name in [n for n, i in inhibitions.items() if i["until_ms"] < now]:
+            del inhibitions[name]
     _prune_waiting(state, rules, now)
     backoff = state.restart_backoff
     if backoff is not None and now - backoff["last_ms"] > rules.restart_reset_ms:

@@ -2,9 +2,9 @@
 
 The engine looks an event's rules up with one lookup (`RuleSet.matched`), updates a task's
 status inline, keeps each rule's count key function on the rule (`CompiledRule.keyer`) and adds
-an in-order event to a window without `add_to_window`. The reference below is the engine as it
-was before (candidates then live, `add_to_window` for every event, keys built from the names):
-both run the same streams, with the same rules, and must make the same decisions and states.
+an in-order event to a window without `add_to_window`; its sweep (`prune`) skips what is
+already within reach. The reference below is the engine as it was before (candidates then live,
+`add_to_window` for every event, keys built from the names, every window pruned): both run the same streams, with the same rules, and must make the same decisions and states.
 The streams mix every kind, tombstones, replays, late and out-of-order events, DLQ records with
 and without a record, connectors whose metadata comes, goes and changes, and more count keys
 than a rule may keep.
@@ -21,7 +21,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from offsetd.engine import ConnectorState
-from offsetd.engine.counting import add_to_window, evict_stalest, new_rule_state
+from offsetd.engine.counting import (
+    add_to_window,
+    evict_stalest,
+    new_rule_state,
+    prune_times,
+    prune_window,
+)
 from offsetd.engine.decision import Decision, EventSummary, Firing
 from offsetd.events.models import (
     ConnectorStatusEvent,
@@ -133,7 +139,7 @@ def reference_decide(
     elif kind is EventKind.PROGRESS and not engine.new_episode(state, event):
         return []
     if time_ms >= state.next_sweep_ms:
-        engine.prune(state, rules)
+        reference_prune(state, rules)
         state.next_sweep_ms = time_ms + engine.SWEEP_EVERY_MS
     matched = rules.live(rules.candidates(event, meta), event, meta)
     decisions = reference_match(state, event, matched, now_ms, on_match, light)
@@ -142,6 +148,35 @@ def reference_decide(
     if meta is None and rules.meta_rules:
         engine.defer(state, event, rules, now_ms)
     return decisions
+
+
+def reference_prune(state: ConnectorState, rules: RuleSet) -> None:
+    now = state.watermark_ms
+    assert now is not None
+    for name in list(state.rules):
+        rule = rules.by_name.get(name)
+        if rule is None:
+            del state.rules[name]
+            continue
+        rule_state = state.rules[name]
+        windows = rule_state["windows"]
+        for key in list(windows):
+            entries = windows[key]
+            prune_window(entries, rule.within_ms)
+            if not entries or entries[-1][0] < now - rule.within_ms:
+                del windows[key]
+        prune_times(rule_state["executed"], now - rule.budget_per_ms + 1)
+        last = rule_state["last_executed_ms"]
+        if last is not None and now - last >= rule.cooldown_ms and not rule_state["executed"]:
+            rule_state["last_executed_ms"] = None
+        if not windows and not rule_state["executed"] and rule_state["last_executed_ms"] is None:
+            del state.rules[name]
+    for name in [n for n, i in state.inhibitions.items() if i["until_ms"] < now]:
+        del state.inhibitions[name]
+    engine._prune_waiting(state, rules, now)
+    backoff = state.restart_backoff
+    if backoff is not None and now - backoff["last_ms"] > rules.restart_reset_ms:
+        state.restart_backoff = None
 
 
 def reference_match(
