@@ -25,15 +25,7 @@ from offsetd.rules.models import (
     Rule,
 )
 
-__all__ = [
-    "CompiledAction",
-    "CompiledRule",
-    "Keyer",
-    "RuleSet",
-    "compile_rule",
-    "count_keyer",
-    "task_id_of",
-]
+__all__ = ["CompiledAction", "CompiledRule", "RuleSet", "compile_rule"]
 
 
 # Conditions that depend only on the connector's names and metadata: RuleSet checks them

@@ -4,10 +4,11 @@ The engine looks an event's rules up with one lookup (`RuleSet.matched`), update
 status inline, keeps each rule's count key function on the rule (`CompiledRule.keyer`) and adds
 an in-order event to a window without `add_to_window`; its sweep (`prune`) skips what is
 already within reach. The reference below is the engine as it was before (candidates then live,
-`add_to_window` for every event, keys built from the names, every window pruned): both run the same streams, with the same rules, and must make the same decisions and states.
-The streams mix every kind, tombstones, replays, late and out-of-order events, DLQ records with
-and without a record, connectors whose metadata comes, goes and changes, and more count keys
-than a rule may keep.
+`add_to_window` for every event, keys built from the names, every window pruned): both run the
+same streams, with the same rules, and must make the same decisions and states. The streams mix
+every kind, tombstones, replays, late and out-of-order events, DLQ records with and without a
+record, connectors whose metadata comes, goes and changes, and more count keys than a rule may
+keep.
 """
 
 import importlib
