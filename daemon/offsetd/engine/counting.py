@@ -62,10 +62,12 @@ def evict_stalest(windows: dict[str, list[WindowEntry]], keep: int) -> None:
     """
     if len(windows) <= keep:
         return
+    # ties keep the keys' order (the position), and tuples sort without a key function
     ranked = sorted(
-        windows, key=lambda k: (len(windows[k]), windows[k][-1][0] if windows[k] else -1)
+        (len(entries), entries[-1][0] if entries else -1, i, key)
+        for i, (key, entries) in enumerate(windows.items())
     )
-    for key in ranked[: len(windows) - keep]:
+    for *_, key in ranked[: len(windows) - keep]:
         del windows[key]
 
 

@@ -8,7 +8,7 @@ of only the conditions it sets, cheapest first (`offsetd.rules.conditions`).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,6 +31,65 @@ __all__ = ["CompiledAction", "CompiledRule", "RuleSet", "compile_rule"]
 # Conditions that depend only on the connector's names and metadata: RuleSet checks them
 # once per (kind, state, cluster, connector, metadata) and remembers the result.
 _STATIC = frozenset({"connect_cluster", "connector", "connector_class", "connector_type"})
+# Conditions that read only the event's `error` (`offsetd.rules.conditions`: the error's
+# classes, stage, failure class and texts).
+_ERROR_CONDITIONS = frozenset(
+    {"stage", "failure", "exception_class", "root_cause_class", "message"}
+)
+
+Keyer = Callable[[Any, str | None], str]
+"""(event, failing record `topic-p@o` or None) -> the event's count key for a rule."""
+
+# The kinds as module constants: the hot path compares them by identity (`EventKind.X` costs
+# ~0.25 us a read: a lookup through the enum's metaclass).
+_TASK = EventKind.TASK_STATUS
+_CONNECTOR = EventKind.CONNECTOR_STATUS
+_DLQ = EventKind.DLQ_RECORD
+_TOPIC = EventKind.TOPIC_STATUS
+_SOURCE_OFFSET = EventKind.SOURCE_OFFSET
+
+
+def task_id_of(event: Any) -> int | None:
+    """The event's task id; None for the kinds that have none (read by kind, not by getattr:
+    a pydantic model misses an attribute slowly, ~4 us, its __getattr__ raises)."""
+    kind = event.kind
+    return None if kind is _CONNECTOR or kind is _SOURCE_OFFSET else event.task_id
+
+
+def _text(value: object) -> str:
+    return "" if value is None else str(value)
+
+
+_KEY_FIELDS: dict[str, Callable[[Any], str]] = {
+    "connector": lambda e: e.connector,
+    "task_id": lambda e: _text(task_id_of(e)),
+    "exception_class": lambda e: _text(getattr(getattr(e, "error", None), "exception_class", None)),
+    "root_cause_class": lambda e: _text(
+        getattr(getattr(e, "error", None), "root_cause_class", None)
+    ),
+}
+
+
+def count_keyer(names: Sequence[str]) -> Keyer:
+    """The count key function for a rule's `when.key`, e.g. `connector=x,task_id=0`.
+
+    Compiled once per rule (`CompiledRule.keyer`): the engine runs it for every counted event.
+    """
+    names = tuple(names)
+    if names == ("connector",):
+        return lambda e, _r: f"connector={e.connector}"
+    if names == ("connector", "task_id"):
+        return lambda e, _r: f"connector={e.connector},task_id={_text(task_id_of(e))}"
+    if names == ("connector", "record"):
+        return lambda e, r: f"connector={e.connector},record={r or ''}"
+
+    def key(event: Any, record: str | None) -> str:
+        return ",".join(
+            f"record={record or ''}" if name == "record" else f"{name}={_KEY_FIELDS[name](event)}"
+            for name in names
+        )
+
+    return key
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -57,10 +116,16 @@ class CompiledRule:
     inhibits: Inhibit | None
     has_skip: bool
     actions: tuple[CompiledAction, ...]
+    action_types: tuple[str, ...]  # the actions' types, in order
+    keyer: Keyer  # an event's count key: `count_keyer(key)`, compiled once
     # A condition or an `unless` reads the connector's class or type: without metadata the
     # rule can tell neither a match nor an exclusion, so the event waits (engine.later).
     needs_meta: bool = False
     name_static: tuple[Predicate, ...] = ()  # `static` less the metadata conditions
+    # `dynamic` reads the event's error and nothing else (its conditions and `unless` are all
+    # on the error: `_ERROR_CONDITIONS`): its answer for one (frozen) error holds for every
+    # event that carries it, whatever its connector, task or metadata
+    error_only: bool = False
 
     def matches(self, event: Any, meta: ConnectorMeta | None) -> bool:
         """Every condition, kind and state included (the slow, self-contained check)."""
@@ -105,6 +170,8 @@ def _dynamic(tests: Sequence[Predicate], unless: Sequence[Predicate]) -> Predica
 def compile_rule(rule: Rule) -> CompiledRule:
     conditions = compile_conditions(rule.match)
     unless = compile_conditions(rule.match.unless) if rule.match.unless is not None else ()
+    dynamic_names = [c.name for c in conditions if c.name not in _STATIC and c.name != "state"]
+    dynamic_names += [c.name for c in unless]
     actions = tuple(_compile_action(action) for action in rule.actions)
     return CompiledRule(
         rule=rule,
@@ -131,7 +198,10 @@ def compile_rule(rule: Rule) -> CompiledRule:
         inhibits=rule.inhibits,
         has_skip=any(a.effects.skips_record for a in rule.actions),
         actions=actions,
+        action_types=tuple(action.type for action in actions),
+        keyer=count_keyer(rule.when.key),
         needs_meta=any(c.needs_meta for c in (*conditions, *unless)),
+        error_only=bool(dynamic_names) and all(n in _ERROR_CONDITIONS for n in dynamic_names),
         name_static=tuple(c.test for c in conditions if c.name in _STATIC and not c.needs_meta),
     )
 
@@ -155,6 +225,7 @@ def _compile_action(action: Action) -> CompiledAction:
 _STATUS_KINDS = (EventKind.CONNECTOR_STATUS, EventKind.TASK_STATUS)
 _CANDIDATE_CACHE_LIMIT = 65536
 _LIVE_CACHE_LIMIT = 16384
+_VERDICT_CACHE_LIMIT = 4096  # errors (each with a verdict per rule; its key holds no text)
 _CandidateKey = tuple[str, str | None, str, str, str | None, str | None]
 
 
@@ -186,7 +257,8 @@ class RuleSet:
                     for r in self._by_kind[kind]
                     if r.states is None or (state is not None and state in r.states)
                 )
-        self._candidates: dict[_CandidateKey, tuple[CompiledRule, ...]] = {}
+        # key -> (candidates, whether none of them has a dynamic condition)
+        self._candidates: dict[_CandidateKey, tuple[tuple[CompiledRule, ...], bool]] = {}
         self.meta_rules = tuple(r for r in self.rules if r.needs_meta)
         # how long a deferred event may matter: the longest window of a rule that needs metadata
         self.meta_within_ms = max((r.within_ms for r in self.meta_rules), default=0)
@@ -204,6 +276,8 @@ class RuleSet:
         # the value holds the objects whose ids are in the key, so no id is reused meanwhile
         self._live: dict[tuple[int, Any, int, Any], tuple[Any, Any, tuple[CompiledRule, ...]]]
         self._live = {}
+        # id of an error -> (the error, rule -> whether its error-only `dynamic` holds)
+        self._verdicts: dict[int, tuple[Any, dict[CompiledRule, bool]]] = {}
         # id -> candidates with no dynamic condition at all: `live` is the candidates themselves
         self._plain: dict[int, tuple[CompiledRule, ...]] = {}
 
@@ -223,8 +297,7 @@ class RuleSet:
         What remains to check is each rule's `dynamic` predicate.
         """
         kind = event.kind
-        status = kind is EventKind.TASK_STATUS or kind is EventKind.CONNECTOR_STATUS
-        state = event.state if status else None
+        state = event.state if kind is _TASK or kind is _CONNECTOR else None
         key: _CandidateKey = (
             kind,
             state,
@@ -235,25 +308,58 @@ class RuleSet:
         )
         found = self._candidates.get(key)
         if found is None:
-            if status:
-                base = self._by_state.get((kind, state))
-                if base is None:  # a state this version does not know, or a tombstone
-                    base = self._by_state[(kind, None)]
-            else:
-                base = self._by_kind[kind]
-            found = tuple(
-                r
-                for r in base
-                if (meta is not None or not r.needs_meta)
-                and all(test(event, meta) for test in r.static)
-            )
-            if len(self._candidates) >= _CANDIDATE_CACHE_LIMIT:
-                self._candidates.clear()
-                self._plain.clear()
-            self._candidates[key] = found
-            if all(r.dynamic is None for r in found):
-                self._plain[id(found)] = found  # held here: its id is not reused meanwhile
-        return found
+            found = self._look_up(key, event, meta)
+        return found[0]
+
+    def matched(self, event: Any, meta: ConnectorMeta | None) -> tuple[CompiledRule, ...]:
+        """`live(candidates(event, meta), event, meta)`, with one lookup: the engine's hot path.
+
+        Most events (RUNNING statuses) have only candidates without a dynamic condition, or
+        none at all: they are answered by the candidates' own entry.
+        """
+        kind = event.kind
+        state = event.state if kind is _TASK or kind is _CONNECTOR else None
+        key: _CandidateKey = (
+            kind,
+            state,
+            event.connect_cluster,
+            event.connector,
+            None if meta is None else meta.connector_class,
+            None if meta is None else meta.connector_type,
+        )
+        found = self._candidates.get(key)
+        if found is None:
+            found = self._look_up(key, event, meta)
+        if found[1]:
+            return found[0]
+        return self._live_of(found[0], event, meta)
+
+    def _look_up(
+        self, key: _CandidateKey, event: Any, meta: ConnectorMeta | None
+    ) -> tuple[tuple[CompiledRule, ...], bool]:
+        """Find and remember the candidates for `key` (the event's kind, state, names and
+        metadata), with whether none of them has a dynamic condition."""
+        kind, state = key[0], key[1]
+        if kind is _TASK or kind is _CONNECTOR:
+            base = self._by_state.get((kind, state))
+            if base is None:  # a state this version does not know, or a tombstone
+                base = self._by_state[(kind, None)]
+        else:
+            base = self._by_kind[kind]
+        found = tuple(
+            r
+            for r in base
+            if (meta is not None or not r.needs_meta)
+            and all(test(event, meta) for test in r.static)
+        )
+        if len(self._candidates) >= _CANDIDATE_CACHE_LIMIT:
+            self._candidates.clear()
+            self._plain.clear()
+        plain = all(r.dynamic is None for r in found)
+        self._candidates[key] = (found, plain)
+        if plain:
+            self._plain[id(found)] = found  # held here: its id is not reused meanwhile
+        return found, plain
 
     def live(
         self, candidates: tuple[CompiledRule, ...], event: Any, meta: ConnectorMeta | None
@@ -271,28 +377,69 @@ class RuleSet:
         """
         if not candidates or id(candidates) in self._plain:
             return candidates  # no dynamic condition to check (a RUNNING status, mostly)
+        return self._live_of(candidates, event, meta)
+
+    def _live_of(
+        self, candidates: tuple[CompiledRule, ...], event: Any, meta: ConnectorMeta | None
+    ) -> tuple[CompiledRule, ...]:
+        """`live` for candidates of which some have a dynamic condition."""
         kind = event.kind
         # the attributes each kind has (a pydantic model's missing attribute is slow to miss)
-        if kind is EventKind.TASK_STATUS:
+        if kind is _TASK:
             error, key = event.error, (id(candidates), event.task_id, id(event.error), None)
-        elif kind is EventKind.CONNECTOR_STATUS:
+        elif kind is _CONNECTOR:
             error, key = event.error, (id(candidates), None, id(event.error), None)
-        elif kind is EventKind.DLQ_RECORD:
+        elif kind is _DLQ:
             record = event.record
             topic = None if record is None else record.topic
             error, key = event.error, (id(candidates), event.task_id, id(event.error), topic)
-        elif kind is EventKind.TOPIC_STATUS:
+        elif kind is _TOPIC:
             error, key = None, (id(candidates), event.task_id, id(None), None)
         else:
             return tuple(r for r in candidates if r.dynamic is None or r.dynamic(event, meta))
         found = self._live.get(key)
         if found is not None:
             return found[2]
-        live = tuple(r for r in candidates if r.dynamic is None or r.dynamic(event, meta))
+        if error is None:
+            live = tuple(r for r in candidates if r.dynamic is None or r.dynamic(event, meta))
+        else:
+            live = self._live_with(candidates, event, meta, error)
         if len(self._live) >= _LIVE_CACHE_LIMIT:
             self._live.clear()
         self._live[key] = (candidates, error, live)
         return live
+
+    def _live_with(
+        self,
+        candidates: tuple[CompiledRule, ...],
+        event: Any,
+        meta: ConnectorMeta | None,
+        error: Any,
+    ) -> tuple[CompiledRule, ...]:
+        """`live` not remembered yet for these candidates, task and topic, for an event with
+        an `error`. A rule whose conditions read only the error answers once per error: the
+        same error comes with many connectors and tasks (a broker outage, one bad deploy), and
+        its regexes and globs need not run for each (`CompiledRule.error_only`)."""
+        got = self._verdicts.get(id(error))
+        if got is None:
+            if len(self._verdicts) >= _VERDICT_CACHE_LIMIT:
+                self._verdicts.clear()
+            got = self._verdicts[id(error)] = (error, {})  # holds the error: its id stays its own
+        verdicts = got[1]
+        live: list[CompiledRule] = []
+        for rule in candidates:
+            test = rule.dynamic
+            if test is None:
+                live.append(rule)
+            elif rule.error_only:
+                verdict = verdicts.get(rule)
+                if verdict is None:
+                    verdict = verdicts[rule] = test(event, meta)
+                if verdict:
+                    live.append(rule)
+            elif test(event, meta):
+                live.append(rule)
+        return tuple(live)
 
     def waiting_for_meta(self, event: Any) -> tuple[CompiledRule, ...]:
         """The rules that need metadata and could match `event` once it is known.
@@ -303,7 +450,7 @@ class RuleSet:
         if not self.meta_rules:
             return ()
         kind = event.kind
-        status = kind is EventKind.TASK_STATUS or kind is EventKind.CONNECTOR_STATUS
+        status = kind is _TASK or kind is _CONNECTOR
         state = event.state if status else None
         key = (kind, state, event.connect_cluster, event.connector)
         base = self._waiting.get(key)

@@ -7,6 +7,7 @@ from offsetd.engine.counting import (
     add_to_window,
     backoff_delay,
     budget_used,
+    evict_stalest,
     in_cooldown,
     new_rule_state,
     next_backoff,
@@ -100,3 +101,26 @@ def test_backoff_grows_caps_and_resets() -> None:
 def test_backoff_huge_attempt_counts_do_not_overflow() -> None:
     spec = Backoff.model_validate({"initial": "1s", "factor": 10, "max": "1h"})
     assert backoff_delay({"attempts": 10_000, "last_ms": 0}, 0, spec) == (3_600_000, 10_000)
+
+
+@given(
+    st.dictionaries(
+        st.text(max_size=3),
+        st.lists(st.integers(0, 20), max_size=4).map(sorted),
+        max_size=40,
+    ),
+    st.integers(0, 45),
+)
+def test_evict_stalest_keeps_the_fullest_then_newest_keys(
+    counts: dict[str, list[int]], keep: int
+) -> None:
+    windows = {k: [entry(t, t) for t in times] for k, times in counts.items()}
+    expected = dict(windows)
+    if len(expected) > keep:  # the plain ranking: a stable sort of the keys
+        ranked = sorted(
+            expected, key=lambda k: (len(expected[k]), expected[k][-1][0] if expected[k] else -1)
+        )
+        for key in ranked[: len(expected) - keep]:
+            del expected[key]
+    evict_stalest(windows, keep)
+    assert list(windows) == list(expected)

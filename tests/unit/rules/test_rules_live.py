@@ -128,6 +128,7 @@ def test_live_answers_what_the_predicates_say(seed: int, count: int) -> None:
         candidates = ruleset.candidates(e, meta)
         expected = tuple(r for r in candidates if r.dynamic is None or r.dynamic(e, meta))
         assert ruleset.live(candidates, e, meta) == expected
+        assert ruleset.matched(e, meta) == expected  # the engine's one lookup
         # and the slow, self-contained check agrees with both
         slow = [r for r in ruleset.rules if r.matches(e, meta) and (meta or not r.needs_meta)]
         assert list(expected) == slow
@@ -144,3 +145,54 @@ def test_the_memo_stays_bounded(monkeypatch: Any) -> None:
         expected = tuple(r for r in candidates if r.dynamic is None or r.dynamic(e, None))
         assert ruleset.live(candidates, e, None) == expected
         assert len(ruleset._live) <= 10
+
+
+def test_rules_on_the_error_alone_answer_once_per_error() -> None:
+    """A rule whose conditions (and `unless`) read only the error is asked once per error
+    instance, whatever the connector, task or metadata; the others every time."""
+    ruleset = rules()
+    only = {r.name for r in ruleset if r.error_only}
+    # r3 reads the task id, r7 has no dynamic condition, r8's unless reads the class, r9 and
+    # r10 the record's topic
+    assert only == {"r1", "r2", "r4", "r5", "r11"}
+    asked: list[str] = []
+    for rule in ruleset:
+        if rule.dynamic is not None:
+            test = rule.dynamic
+
+            def counted(e: Any, m: Any, name: str = rule.name, test: Any = test) -> bool:
+                asked.append(name)
+                return bool(test(e, m))
+
+            object.__setattr__(rule, "dynamic", counted)
+    rng = random.Random(11)  # noqa: S311 (a reproducible mix, not a secret)
+    error = errors(rng)[0]
+    for offset in range(40):
+        source = SourceRecord(topic="s", partition=0, offset=offset, timestamp_ms=offset)
+        e = TaskStatusEvent(
+            connect_cluster="c",
+            connector=CONNECTORS[offset % len(CONNECTORS)],
+            source=source,
+            task_id=offset % 4,
+            state="FAILED",
+            error=error,
+        )
+        meta = METAS[offset % len(METAS)]
+        ruleset.matched(e, meta)
+    assert only & set(asked) == {"r1", "r2", "r4", "r5"}  # r11 is on DLQ records
+    assert all(asked.count(name) == 1 for name in only & set(asked))
+    assert asked.count("r3") > 1  # on the task id: per task (and connector)
+
+
+def test_the_verdicts_stay_bounded(monkeypatch: Any) -> None:
+    monkeypatch.setattr("offsetd.rules.ruleset._VERDICT_CACHE_LIMIT", 5)
+    ruleset = rules()
+    rng = random.Random(5)  # noqa: S311 (a reproducible mix, not a secret)
+    pool = errors(rng)
+    for offset in range(300):
+        e = event(rng, [rng.choice(pool).model_copy()], offset)  # a new error instance each time
+        meta = rng.choice(METAS)
+        candidates = ruleset.candidates(e, meta)
+        expected = tuple(r for r in candidates if r.dynamic is None or r.dynamic(e, meta))
+        assert ruleset.matched(e, meta) == expected
+        assert len(ruleset._verdicts) <= 5
