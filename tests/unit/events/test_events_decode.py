@@ -233,7 +233,7 @@ def test_real_source_offsets() -> None:
 
 @pytest.mark.parametrize("path", sorted(FIXTURES.glob("*.json")), ids=lambda p: p.stem)
 def test_every_fixture_decodes_to_a_valid_event(path: Path) -> None:
-    """Events are built by the validating constructors, so they survive a round trip."""
+    """Events survive a round trip through their validating model (whichever way they were made)."""
     raw = fixture(path.stem)
     event: Any
     if path.stem.startswith("status"):
