@@ -134,9 +134,15 @@ def _context_headers(raw: RawRecord) -> dict[str, str | None]:
     to add a header that was already there: their DLQ records show only the stale context.
     """
     found: dict[str, str | None] = {}
-    for name, value in raw.headers:
-        if name.startswith(DLQ_HEADER_PREFIX):
-            found[name] = None if value is None else utf8(raw, value, f"header {name[:80]}")
+    try:
+        for name, value in raw.headers:
+            if name.startswith(DLQ_HEADER_PREFIX):
+                found[name] = None if value is None else value.decode()
+    except UnicodeDecodeError:  # rare: name the header as `utf8` does (no call per header)
+        for name, value in raw.headers:
+            if name.startswith(DLQ_HEADER_PREFIX) and value is not None:
+                utf8(raw, value, f"header {name[:80]}")
+        raise
     return found
 
 
