@@ -10,6 +10,7 @@ hashable alike. On random invalid records, the same `Malformed`.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import pickle
 from typing import Any
@@ -26,6 +27,7 @@ from offsetd.events.decode import (
     Malformed,
     RawRecord,
     constructor,
+    new_raw,
     source_of,
     source_record,
 )
@@ -327,3 +329,34 @@ def test_constructor_refuses_models_validation_would_change() -> None:
         dict(ErrorInfo(message="m", trace_head="t").__dict__), {"message", "trace_head"}
     )
     assert_same(made, ErrorInfo(message="m", trace_head="t"))
+
+
+# -- new_raw: a RawRecord as its constructor makes it ------------------------------------------
+
+
+@given(
+    fields=st.tuples(
+        st.text(max_size=10),
+        st.integers(-1, INT32_MAX),
+        st.integers(-1, INT64_MAX),
+        st.integers(-1, INT64_MAX),
+        OPTIONAL_BYTES,
+        OPTIONAL_BYTES,
+    ),
+    headers=st.none() | HEADERS,
+)
+def test_new_raw_is_the_dataclass_made_by_its_constructor(
+    fields: tuple[str, int, int, int, bytes | None, bytes | None],
+    headers: tuple[tuple[str, bytes | None], ...] | None,
+) -> None:
+    made = new_raw(*fields) if headers is None else new_raw(*fields, headers)
+    built = RawRecord(*fields) if headers is None else RawRecord(*fields, headers)
+    assert type(made) is RawRecord
+    assert made == built
+    assert dataclasses.astuple(made) == dataclasses.astuple(built)
+    assert (repr(made), hash(made)) == (repr(built), hash(built))
+    assert made.coordinates == built.coordinates
+    assert pickle.loads(pickle.dumps(made)) == built  # noqa: S301 - our own object
+    assert dataclasses.replace(made, offset=7) == dataclasses.replace(built, offset=7)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        made.offset = 1  # type: ignore[misc]
