@@ -7,6 +7,11 @@ file, and compare.
 - `digest`: every event's JSON, every decision of `decide` (full `Decision`s) and every firing
   of `decide_firings` (the daemon's light path: id, rule, outcome, reason, detail, key, event time,
   record), and every final state's JSON, hashed. Equal digests: the same decisions and states.
+  Two more lines hash what the decoders make as Python holds it (`held`: each model's or
+  dataclass's type, a model's `model_fields_set`, extra and private parts, each field in order
+  with the type of its value, nested alike), so a change in how events and records are made (not
+  only what they say) shows: `events`, every event decoded from the records; `frames`, every
+  record `decode_frame` returns from the frames `time` replays, and the event decoded from it.
 - `time`: the agent's work per record as (f) does it, without Kafka: the records framed as the
   ingest frames them (batches of 5,000), then per frame `decode_frame`, `StateCache`,
   `decide_batch` (light), `fold_suppressed`, `tally_record`, the audit records' JSON and the
@@ -19,6 +24,7 @@ The records are read once from the copy topic (assign only, nothing committed) i
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import hashlib
 import json
 import pickle
@@ -37,6 +43,7 @@ from bench.bench_daemon import (
     read_topic,
     write_rules,
 )
+from pydantic import BaseModel
 
 from offsetd.engine import ConnectorState
 from offsetd.engine.batch import decide_batch
@@ -68,7 +75,48 @@ def decoder(raw: RawRecord) -> Any:
     return decode_status(CLUSTER, raw) if is_status(raw) else decode_dlq(CLUSTER, raw)
 
 
+def held(value: Any) -> Any:
+    """A value as Python holds it: types, fields in order, fields sets (`digest`)."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        fields = dataclasses.fields(value)
+        return (type(value).__qualname__, [(f.name, held(getattr(value, f.name))) for f in fields])
+    if isinstance(value, BaseModel):
+        return (
+            type(value).__qualname__,
+            sorted(value.model_fields_set),
+            value.__pydantic_extra__,
+            value.__pydantic_private__,
+            [(name, held(item)) for name, item in value.__dict__.items()],
+        )
+    if isinstance(value, dict):
+        return ("dict", [(held(key), held(item)) for key, item in value.items()])
+    if isinstance(value, list | tuple):
+        return (type(value).__qualname__, [held(item) for item in value])
+    return (type(value).__qualname__, value)
+
+
 def digest(pipe: Pipeline, recs: list[RawRecord]) -> None:
+    h = hashlib.sha256()
+    count = 0
+    for raw in recs:
+        try:
+            event = decoder(raw)
+        except Malformed as bad:
+            h.update(str(bad).encode())
+            continue
+        count += 1
+        h.update(repr(held(event)).encode())
+    print(f"events: {count:,} events, digest {h.hexdigest()}")
+    h, count = hashlib.sha256(), 0
+    for _, value in frames_of(recs):
+        for raw in decode_frame(value):
+            count += 1
+            h.update(repr(held(raw)).encode())
+            try:
+                h.update(repr(held(decoder(raw))).encode())
+            except Malformed as bad:
+                h.update(str(bad).encode())
+    print(f"frames: {count:,} records, digest {h.hexdigest()}")
     for light in (False, True):
         h = hashlib.sha256()
         states: dict[str, ConnectorState] = {}
@@ -98,13 +146,19 @@ def digest(pipe: Pipeline, recs: list[RawRecord]) -> None:
         print(f"{'light' if light else 'full'}: {count:,} decisions, digest {h.hexdigest()}")
 
 
-def timing(pipe: Pipeline, recs: list[RawRecord], repeat: int) -> None:
+def frames_of(recs: list[RawRecord]) -> list[tuple[str, bytes]]:
+    """The records framed as the ingest frames them (batches of 5,000): (owner, frame)."""
     frames: list[tuple[str, bytes]] = []
     for start in range(0, len(recs), 5000):
         routed = ((bench_route(CLUSTER, r), r) for r in recs[start : start + 5000])
         plan = plan_frames(routed, max_frame_bytes=1 << 20, max_record_bytes=8 << 20)
         for (owner, framed), encoded in zip(plan.frames, plan.encoded, strict=True):
             frames.append((owner, encode_frame(framed, encoded=encoded)))
+    return frames
+
+
+def timing(pipe: Pipeline, recs: list[RawRecord], repeat: int) -> None:
+    frames = frames_of(recs)
     for _ in range(repeat):
         cache = StateCache({})
         written = 0

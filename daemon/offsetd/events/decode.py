@@ -13,26 +13,33 @@ and a reason but never echoes a payload (at most a short, truncated `repr` prefi
 can count it, log it and move on. Formats are those Connect writes (reference/connect-offsets.md
 §2.1, §2.2, §3.2); the checks mirror what Connect's own readers accept.
 
-Speed (measured with pydantic 2.14 on CPython 3.11): events are validated, not
-`model_construct`ed. One pydantic-core validation of an event with its nested models given as
-dicts takes about 2.2 us; `model_construct` (pure Python) takes about 4 us, plus 1.2 us for the
-SourceRecord. So validation stays, as a safety net behind our own stricter checks, and each event
-is built in one call (`build`). JSON goes through `raw_decode` (compact, as Connect writes it).
-Stack traces are searched only in their first `TRACE_HEAD_CHARS` characters, backwards for the
-last `Caused by:` line (`last_cause`). A RUNNING task status decodes in about 4.8 us, a DLQ
-record with a 4 KB stack trace in about 12 us.
+Speed (measured with pydantic 2.14 on CPython 3.11): status and DLQ events are not validated
+again by pydantic. The decoders' own checks are stricter than the models' types and leave every
+field of the exact type the model declares, so validating once more (about 2.2 us per event, its
+nested SourceRecord given as a dict) only copied what was already right. `constructor(model)`
+sets a checked event's fields as they are (a new object and its four slots: what
+`model_construct` does with far more pure-Python work, 4 us), and `source_record` makes its
+SourceRecord. Where a field comes from the caller and its type is not exactly the model's
+(`source_record` returns None), the decoders validate with `build`, as before: pydantic's
+coercions and errors stay what they were. tests/unit/events check both paths give equal events.
+JSON goes through `raw_decode` (compact, as Connect writes it). Stack traces are searched only
+in their first `TRACE_HEAD_CHARS` characters, backwards for the last `Caused by:` line
+(`last_cause`). With validation, a RUNNING task status decoded in about 4.8 us, a DLQ record
+with a 4 KB stack trace in about 12 us; without it, the bench's records (`bench/engine_replay.py`)
+decode with about a fifth fewer instructions (valgrind).
 """
 
 from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, fields
 from typing import Protocol, TypeVar, cast
 
 from pydantic import BaseModel, ValidationError
 
-from offsetd.events.models import TRACE_HEAD_CHARS, ErrorInfo
+from offsetd.events.models import TRACE_HEAD_CHARS, ErrorInfo, SourceRecord
 
 __all__ = [
     "ClientHeaders",
@@ -50,6 +57,7 @@ ClientHeaders = dict[str, str | bytes | None] | list[tuple[str, str | bytes | No
 EXCERPT_CHARS = 40
 INT32_MAX = 2**31 - 1
 INT64_MAX = 2**63 - 1
+_new = object.__new__
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +75,44 @@ class RawRecord:
     @property
     def coordinates(self) -> str:
         return f"{self.topic}-{self.partition}@{self.offset}"
+
+
+# A RawRecord made by setting its slots directly (`new_raw`): what the frozen dataclass's
+# `__init__` does through `object.__setattr__` per field, in about half the time (a frame's
+# decode makes one per record). Its fields, checked here once: no `__post_init__` to skip.
+_RAW_FIELDS = ("topic", "partition", "offset", "timestamp_ms", "key", "value", "headers")
+if tuple(f.name for f in fields(RawRecord)) != _RAW_FIELDS or hasattr(RawRecord, "__post_init__"):
+    raise TypeError("RawRecord's fields changed: update new_raw")
+(
+    _SET_TOPIC,
+    _SET_PARTITION,
+    _SET_OFFSET,
+    _SET_TIMESTAMP,
+    _SET_KEY,
+    _SET_VALUE,
+    _SET_HEADERS,
+) = (RawRecord.__dict__[name].__set__ for name in _RAW_FIELDS)
+
+
+def new_raw(
+    topic: str,
+    partition: int,
+    offset: int,
+    timestamp_ms: int,
+    key: bytes | None,
+    value: bytes | None,
+    headers: tuple[Header, ...] = (),
+) -> RawRecord:
+    """`RawRecord(topic, partition, offset, timestamp_ms, key, value, headers)`, faster."""
+    raw: RawRecord = _new(RawRecord)
+    _SET_TOPIC(raw, topic)
+    _SET_PARTITION(raw, partition)
+    _SET_OFFSET(raw, offset)
+    _SET_TIMESTAMP(raw, timestamp_ms)
+    _SET_KEY(raw, key)
+    _SET_VALUE(raw, value)
+    _SET_HEADERS(raw, headers)
+    return raw
 
 
 class MessageLike(Protocol):
@@ -226,6 +272,65 @@ def source_of(raw: RawRecord) -> dict[str, object]:
         "offset": raw.offset,
         "timestamp_ms": raw.timestamp_ms,
     }
+
+
+# A model instance is four slots (BaseModel's `__slots__`): its fields in `__dict__`, the names
+# given, the extra fields and the private attributes (None for our frozen, extra="forbid" models
+# without private attributes); what pydantic-core and `model_construct` set, set directly.
+_SET_DICT = BaseModel.__dict__["__dict__"].__set__
+_SET_FIELDS_SET = BaseModel.__dict__["__pydantic_fields_set__"].__set__
+_SET_EXTRA = BaseModel.__dict__["__pydantic_extra__"].__set__
+_SET_PRIVATE = BaseModel.__dict__["__pydantic_private__"].__set__
+
+
+def constructor(model: type[_M]) -> Callable[[dict[str, object], set[str]], _M]:
+    """`make(values, given)`: a `model` of checked fields, without validating them again.
+
+    `values` holds every field, in the model's field order, each of the exact type (and nested
+    model) validation would have made of it: it becomes the instance's `__dict__` as it is (a
+    new dict per call). `given` is its `model_fields_set` (the names a validated input would have
+    held; a new set per call). The result equals what `model.model_validate` makes of the same
+    fields (==, JSON, fields set; frozen and hashable alike): tests/unit/events check it.
+
+    Only for models that validation would give nothing more: no extra fields kept, no private
+    attributes, no `model_post_init`, no validators of their own (checked here, once).
+    """
+    if (
+        model.model_config.get("extra") != "forbid"
+        or model.__private_attributes__
+        or model.__pydantic_post_init__ is not None
+        or any(
+            getattr(model.__pydantic_decorators__, kind)
+            for kind in ("validators", "field_validators", "root_validators", "model_validators")
+        )
+    ):
+        raise TypeError(f"{model.__name__} cannot be constructed without validation")
+
+    def make(values: dict[str, object], given: set[str]) -> _M:
+        instance: _M = _new(model)
+        _SET_DICT(instance, values)
+        _SET_FIELDS_SET(instance, given)
+        _SET_EXTRA(instance, None)
+        _SET_PRIVATE(instance, None)
+        return instance
+
+    make.__qualname__ = f"constructor({model.__name__})"
+    return make
+
+
+_make_source = constructor(SourceRecord)
+
+
+def source_record(raw: RawRecord) -> SourceRecord | None:
+    """The event's `source`, made from the record's coordinates without validation; None when
+    one of them is not exactly a str or an int (the caller validates with `build` then)."""
+    topic, partition, offset, timestamp_ms = raw.topic, raw.partition, raw.offset, raw.timestamp_ms
+    if type(topic) is not str or not type(partition) is type(offset) is type(timestamp_ms) is int:
+        return None
+    return _make_source(
+        {"topic": topic, "partition": partition, "offset": offset, "timestamp_ms": timestamp_ms},
+        {"topic", "partition", "offset", "timestamp_ms"},
+    )
 
 
 # ---------------------------------------------------------------------------------------------

@@ -13,15 +13,23 @@ from offsetd.events.decode import (
     INT64_MAX,
     RawRecord,
     build,
+    constructor,
     digits,
     first_line,
     last_cause,
     malformed,
     number,
     source_of,
+    source_record,
     utf8,
 )
-from offsetd.events.models import TRACE_HEAD_CHARS, DlqRecordEvent, ErrorInfo
+from offsetd.events.models import (
+    TRACE_HEAD_CHARS,
+    DlqRecordEvent,
+    ErrorInfo,
+    EventKind,
+    RecordRef,
+)
 
 __all__ = ["DLQ_HEADER_PREFIX", "decode_dlq"]
 
@@ -53,23 +61,68 @@ def decode_dlq(
     nobody: pass `connector` (the owner of this DLQ topic, known from the connectors' configs) to
     attribute its records; without either the record is Malformed. The header wins when both
     are there (one DLQ topic may serve several connectors). `record` is set only when the topic,
-    partition and offset headers are all present and numeric.
+    partition and offset headers are all present and numeric. The event is made of the checked
+    fields without validating them again (`constructor`).
     """
+    owner, task_id, record, error, headers = _dlq_fields(raw, connector)
+    source = source_record(raw)
+    if source is None or type(connect_cluster) is not str or type(owner) is not str:
+        return _validated_dlq(connect_cluster, raw, connector=connector)  # as before
+    return _make_event(
+        {
+            "connect_cluster": connect_cluster,
+            "connector": owner,
+            "source": source,
+            "kind": _KIND,
+            "task_id": task_id,
+            "record": None if record is None else _make_ref(record, set(_REF_GIVEN)),
+            "error": error,
+            "headers": headers,
+        },
+        set(_GIVEN),
+    )
+
+
+def _validated_dlq(
+    connect_cluster: str, raw: RawRecord, *, connector: str | None = None
+) -> DlqRecordEvent:
+    """`decode_dlq` with pydantic validating the event (`build`): what it made before
+    `constructor`, and still makes when a coordinate, the cluster or the connector is not
+    exactly a str or an int. The tests hold `decode_dlq` to it."""
+    owner, task_id, record, error, headers = _dlq_fields(raw, connector)
+    data: dict[str, object] = {
+        "connect_cluster": connect_cluster,
+        "connector": owner,
+        "source": source_of(raw),
+        "task_id": task_id,
+        "record": record,
+        "error": error,
+        "headers": headers,
+    }
+    return build(raw, DlqRecordEvent, data)
+
+
+def _dlq_fields(
+    raw: RawRecord, connector: str | None
+) -> tuple[str, int | None, dict[str, object] | None, ErrorInfo, dict[str, str | None]]:
+    """The checked owner, task id, failing record (fields of a RecordRef), error and context
+    headers of a DLQ record's event; `record` and `headers` are new dicts every call."""
     headers = _context_headers(raw)
     owner = headers.get(H_CONNECTOR) or connector
     if not owner:
         raise malformed(raw, f"DLQ record has no {H_CONNECTOR} header: its connector is unknown")
     task = headers.get(H_TASK)
-    data: dict[str, object] = {
-        "connect_cluster": connect_cluster,
-        "connector": owner,
-        "source": source_of(raw),
-        "task_id": None if task is None else digits(raw, task, H_TASK, INT32_MAX),
-        "record": _record_ref(headers),
-        "error": _error_of(headers),
-        "headers": headers,
-    }
-    return build(raw, DlqRecordEvent, data)
+    task_id = None if task is None else digits(raw, task, H_TASK, INT32_MAX)
+    return owner, task_id, _record_ref(headers), _error_of(headers), headers
+
+
+_make_event = constructor(DlqRecordEvent)
+_make_ref = constructor(RecordRef)
+_KIND = EventKind.DLQ_RECORD
+_GIVEN = frozenset(
+    {"connect_cluster", "connector", "source", "task_id", "record", "error", "headers"}
+)
+_REF_GIVEN = frozenset({"topic", "partition", "offset"})
 
 
 def _context_headers(raw: RawRecord) -> dict[str, str | None]:
@@ -81,9 +134,15 @@ def _context_headers(raw: RawRecord) -> dict[str, str | None]:
     to add a header that was already there: their DLQ records show only the stale context.
     """
     found: dict[str, str | None] = {}
-    for name, value in raw.headers:
-        if name.startswith(DLQ_HEADER_PREFIX):
-            found[name] = None if value is None else utf8(raw, value, f"header {name[:80]}")
+    try:
+        for name, value in raw.headers:
+            if name.startswith(DLQ_HEADER_PREFIX):
+                found[name] = None if value is None else value.decode()
+    except UnicodeDecodeError:  # rare: name the header as `utf8` does (no call per header)
+        for name, value in raw.headers:
+            if name.startswith(DLQ_HEADER_PREFIX) and value is not None:
+                utf8(raw, value, f"header {name[:80]}")
+        raise
     return found
 
 

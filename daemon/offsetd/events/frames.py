@@ -36,7 +36,7 @@ import struct
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
-from offsetd.events.decode import Malformed, RawRecord, excerpt, malformed, utf8
+from offsetd.events.decode import Malformed, RawRecord, excerpt, malformed, new_raw, utf8
 from offsetd.events.dlq import DLQ_HEADER_PREFIX, H_STACKTRACE
 from offsetd.events.models import TRACE_HEAD_CHARS, owner_key
 
@@ -308,7 +308,7 @@ def _decode_frame(data: bytes) -> list[RawRecord]:
         if not hcount:  # a status record: no headers
             if at > end:
                 raise ValueError("truncated frame")
-            records.append(RawRecord(topics[index], partition, offset, timestamp, key, value))
+            records.append(new_raw(topics[index], partition, offset, timestamp, key, value))
             continue
         headers: list[tuple[str, bytes | None]] = []
         for _ in range(hcount):
@@ -329,7 +329,7 @@ def _decode_frame(data: bytes) -> list[RawRecord]:
         if at > end:
             raise ValueError("truncated frame")
         records.append(
-            RawRecord(topics[index], partition, offset, timestamp, key, value, tuple(headers))
+            new_raw(topics[index], partition, offset, timestamp, key, value, tuple(headers))
         )
     return records
 

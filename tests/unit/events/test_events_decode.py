@@ -233,7 +233,7 @@ def test_real_source_offsets() -> None:
 
 @pytest.mark.parametrize("path", sorted(FIXTURES.glob("*.json")), ids=lambda p: p.stem)
 def test_every_fixture_decodes_to_a_valid_event(path: Path) -> None:
-    """Events are built by the validating constructors, so they survive a round trip."""
+    """Events survive a round trip through their validating model (whichever way they were made)."""
     raw = fixture(path.stem)
     event: Any
     if path.stem.startswith("status"):
@@ -594,6 +594,19 @@ def test_malformed_dlq_header_is_not_utf8() -> None:
     headers = ((DLQ_HEADER_PREFIX + "stage", b"\xffVALUE"), *dlq_headers())
     with pytest.raises(Malformed, match=r"header __connect.errors.stage is not valid UTF-8"):
         decode_dlq(CLUSTER, rec(b"k", b"v", headers, topic="dlq"))
+
+
+@pytest.mark.parametrize("at", [0, 3, 9])
+def test_malformed_dlq_names_its_first_header_that_is_not_utf8(at: int) -> None:
+    headers = list(dlq_headers())
+    name = headers[at][0]
+    headers[at] = (name, b"ok \xc3(")
+    headers.append((DLQ_HEADER_PREFIX + "stage", b"\xff"))  # a later one: not named
+    headers.insert(0, ("not-context", b"\xff"))  # not read at all
+    with pytest.raises(Malformed) as caught:
+        decode_dlq(CLUSTER, rec(b"k", b"v", tuple(headers), topic="dlq"))
+    assert caught.value.reason == f"header {name} is not valid UTF-8 (byte 3)"
+    assert caught.value.coordinates == "dlq-3@42"
 
 
 OFFSETS_CASES: list[tuple[bytes | None, bytes | None, str]] = [
