@@ -7,6 +7,10 @@ file, and compare.
 - `digest`: every event's JSON, every decision of `decide` (full `Decision`s) and every firing
   of `decide_firings` (the daemon's light path: id, rule, outcome, reason, detail, key, event time,
   record), and every final state's JSON, hashed. Equal digests: the same decisions and states.
+  A third digest replays the frames as `time` does and hashes the bytes the daemon writes: every
+  audit record as `AuditLog.write_many`/`write_soon` encode it (the planned decisions and the
+  tallies of each frame, as `app.decider` hands them over) and each frame's state JSON (what
+  `StateCache.put` stores). Equal: the same audit records and changelog values, byte for byte.
 - `time`: the agent's work per record as (f) does it, without Kafka: the records framed as the
   ingest frames them (batches of 5,000), then per frame `decode_frame`, `StateCache`,
   `decide_batch` (light), `fold_suppressed`, `tally_record`, the audit records' JSON and the
@@ -19,6 +23,7 @@ The records are read once from the copy topic (assign only, nothing committed) i
 from __future__ import annotations
 
 import argparse
+import asyncio
 import hashlib
 import json
 import pickle
@@ -38,6 +43,7 @@ from bench.bench_daemon import (
     write_rules,
 )
 
+from offsetd import audit
 from offsetd.engine import ConnectorState
 from offsetd.engine.batch import decide_batch
 from offsetd.engine.cache import StateCache
@@ -98,13 +104,77 @@ def digest(pipe: Pipeline, recs: list[RawRecord]) -> None:
         print(f"{'light' if light else 'full'}: {count:,} decisions, digest {h.hexdigest()}")
 
 
-def timing(pipe: Pipeline, recs: list[RawRecord], repeat: int) -> None:
+class _Producer:
+    """Stands in for confluent_kafka's Producer under `AuditLog`: keeps what it was given."""
+
+    def __init__(self, _conf: dict[str, str]) -> None:
+        self.produced: list[tuple[bytes, bytes]] = []
+
+    def produce(self, _topic: str, key: bytes, value: bytes, on_delivery: Any) -> None:
+        self.produced.append((key, value))
+
+    def poll(self, _timeout: float) -> int:
+        return 0
+
+    def flush(self, _timeout: float) -> int:
+        return 0
+
+
+def audit_digest(pipe: Pipeline, recs: list[RawRecord]) -> None:
+    """The bytes the daemon writes, replayed as `timing` does: audit records and states."""
+    audit.Producer = _Producer  # type: ignore[attr-defined,misc]  # nothing leaves the process
+    log = audit.AuditLog({})
+    producer: _Producer = log._producer  # type: ignore[assignment]
+    h = hashlib.sha256()
+    store: dict[str, Any] = {}
+    cache = StateCache(store)
+    written = 0
+
+    async def replay() -> None:
+        nonlocal written
+        for key, value in frames_of(recs):
+            state = cache.get(key)
+            applied, firings = decide_batch(
+                state,
+                decode_frame(value),
+                decoder,
+                pipe.rules,
+                lambda e: pipe.metas.get(e.connector),
+                lambda e: e.source.timestamp_ms,
+            )
+            if firings:  # as app.decider's decide_all
+                planned, tallies = fold_suppressed(state, firings, DEFAULT_WINDOW_MS)
+                updates = [tally_record(state, t, DEFAULT_WINDOW_MS) for t in tallies]
+                if not planned:
+                    log.write_soon(updates)
+                else:
+                    records = [d.audit_record(pipe.rules) for d in planned]
+                    await log.write_many(records, updates=updates)
+            for topic_key, topic_value in producer.produced:
+                h.update(b"%d:%b%d:%b" % (len(topic_key), topic_key, len(topic_value), topic_value))
+            written += len(producer.produced)
+            producer.produced.clear()
+            if applied:
+                cache.put(key, state)
+                h.update(store[key].encode())
+
+    asyncio.run(replay())
+    print(f"audit: {written:,} records and the states, digest {h.hexdigest()}")
+
+
+def frames_of(recs: list[RawRecord]) -> list[tuple[str, bytes]]:
+    """The records framed as the ingest frames them, batches of 5,000: (owner, frame)."""
     frames: list[tuple[str, bytes]] = []
     for start in range(0, len(recs), 5000):
         routed = ((bench_route(CLUSTER, r), r) for r in recs[start : start + 5000])
         plan = plan_frames(routed, max_frame_bytes=1 << 20, max_record_bytes=8 << 20)
         for (owner, framed), encoded in zip(plan.frames, plan.encoded, strict=True):
             frames.append((owner, encode_frame(framed, encoded=encoded)))
+    return frames
+
+
+def timing(pipe: Pipeline, recs: list[RawRecord], repeat: int) -> None:
+    frames = frames_of(recs)
     for _ in range(repeat):
         cache = StateCache({})
         written = 0
@@ -152,6 +222,7 @@ def main() -> None:
         pipe = Pipeline(load_rules(Path(folder)))
     if args.mode == "digest":
         digest(pipe, recs)
+        audit_digest(pipe, recs)
     else:
         timing(pipe, recs, args.repeat)
 
