@@ -13,8 +13,9 @@ file, and compare.
   `StateCache.put` stores). Equal: the same audit records and changelog values, byte for byte.
 - `time`: the agent's work per record as (f) does it, without Kafka: the records framed as the
   ingest frames them (batches of 5,000), then per frame `decode_frame`, `StateCache`,
-  `decide_batch` (light), `fold_suppressed`, `tally_record`, the audit records' JSON and the
-  state's JSON. Process CPU per record, `--repeat` times in one process.
+  `decide_batch` (light), `fold_suppressed`, `tally_record`, the audit records' bytes as the
+  audit encodes them (`audit_json`) and the state's JSON. Process CPU per record, `--repeat`
+  times in one process.
 
 The records are read once from the copy topic (assign only, nothing committed) into
 `--records-file` and reused from there, so both trees see the same records in the same order.
@@ -25,7 +26,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import hashlib
-import json
 import pickle
 import sys
 import tempfile
@@ -48,6 +48,7 @@ from offsetd.engine import ConnectorState
 from offsetd.engine.batch import decide_batch
 from offsetd.engine.cache import StateCache
 from offsetd.engine.decide import decide, decide_firings
+from offsetd.engine.decision import audit_json
 from offsetd.engine.tally import DEFAULT_WINDOW_MS, fold_suppressed, tally_record
 from offsetd.events.decode import Malformed, RawRecord, raw_record
 from offsetd.events.dlq import decode_dlq
@@ -192,8 +193,8 @@ def timing(pipe: Pipeline, recs: list[RawRecord], repeat: int) -> None:
             )
             if firings:
                 planned, tallies = fold_suppressed(state, firings, DEFAULT_WINDOW_MS)
-                out = [json.dumps(d.audit_record(pipe.rules)) for d in planned]
-                out += [json.dumps(tally_record(state, t, DEFAULT_WINDOW_MS)) for t in tallies]
+                out = [audit_json(d.audit_record(pipe.rules)) for d in planned]
+                out += [audit_json(tally_record(state, t, DEFAULT_WINDOW_MS)) for t in tallies]
                 written += len(out)
             if applied:
                 cache.put(key, state)
