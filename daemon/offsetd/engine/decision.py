@@ -205,7 +205,7 @@ class RuleSpec(_FrozenDict):
     """A rule as its audit records carry it (`rule_spec`), with its JSON text (`json.dumps`).
 
     Every planned decision's audit record carries its rule; dumping the rule and encoding it
-    again for each record cost about half of the record. A compiled rule cannot change, so
+    again for each record cost about a third of the record. A compiled rule cannot change, so
     its spec is made once (`rule_spec`) and shared by its records: frozen all the way down,
     so that no holder of one record can change the others', and spliced into the audit's
     bytes as the text it was encoded to once (`audit_json`).
