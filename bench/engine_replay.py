@@ -12,10 +12,15 @@ file, and compare.
   with the type of its value, nested alike), so a change in how events and records are made (not
   only what they say) shows: `events`, every event decoded from the records; `frames`, every
   record `decode_frame` returns from the frames `time` replays, and the event decoded from it.
+  A last digest replays the frames as `time` does and hashes the bytes the daemon writes: every
+  audit record as `AuditLog.write_many`/`write_soon` encode it (the planned decisions and the
+  tallies of each frame, as `app.decider` hands them over) and each frame's state JSON (what
+  `StateCache.put` stores). Equal: the same audit records and changelog values, byte for byte.
 - `time`: the agent's work per record as (f) does it, without Kafka: the records framed as the
   ingest frames them (batches of 5,000), then per frame `decode_frame`, `StateCache`,
-  `decide_batch` (light), `fold_suppressed`, `tally_record`, the audit records' JSON and the
-  state's JSON. Process CPU per record, `--repeat` times in one process.
+  `decide_batch` (light), `fold_suppressed`, `tally_record`, the audit records' bytes as the
+  audit encodes them (`audit_json`) and the state's JSON. Process CPU per record, `--repeat`
+  times in one process.
 
 The records are read once from the copy topic (assign only, nothing committed) into
 `--records-file` and reused from there, so both trees see the same records in the same order.
@@ -24,9 +29,9 @@ The records are read once from the copy topic (assign only, nothing committed) i
 from __future__ import annotations
 
 import argparse
+import asyncio
 import dataclasses
 import hashlib
-import json
 import pickle
 import sys
 import tempfile
@@ -45,10 +50,12 @@ from bench.bench_daemon import (
 )
 from pydantic import BaseModel
 
+from offsetd import audit
 from offsetd.engine import ConnectorState
 from offsetd.engine.batch import decide_batch
 from offsetd.engine.cache import StateCache
 from offsetd.engine.decide import decide, decide_firings
+from offsetd.engine.decision import audit_json
 from offsetd.engine.tally import DEFAULT_WINDOW_MS, fold_suppressed, tally_record
 from offsetd.events.decode import Malformed, RawRecord, raw_record
 from offsetd.events.dlq import decode_dlq
@@ -146,6 +153,64 @@ def digest(pipe: Pipeline, recs: list[RawRecord]) -> None:
         print(f"{'light' if light else 'full'}: {count:,} decisions, digest {h.hexdigest()}")
 
 
+class _Producer:
+    """Stands in for confluent_kafka's Producer under `AuditLog`: keeps what it was given."""
+
+    def __init__(self, _conf: dict[str, str]) -> None:
+        self.produced: list[tuple[bytes, bytes]] = []
+
+    def produce(self, _topic: str, key: bytes, value: bytes, on_delivery: Any) -> None:
+        self.produced.append((key, value))
+
+    def poll(self, _timeout: float) -> int:
+        return 0
+
+    def flush(self, _timeout: float) -> int:
+        return 0
+
+
+def audit_digest(pipe: Pipeline, recs: list[RawRecord]) -> None:
+    """The bytes the daemon writes, replayed as `timing` does: audit records and states."""
+    audit.Producer = _Producer  # type: ignore[assignment]  # nothing leaves the process
+    log = audit.AuditLog({})
+    producer: _Producer = log._producer  # type: ignore[assignment]
+    h = hashlib.sha256()
+    store: dict[str, Any] = {}
+    cache = StateCache(store)
+    written = 0
+
+    async def replay() -> None:
+        nonlocal written
+        for key, value in frames_of(recs):
+            state = cache.get(key)
+            applied, firings = decide_batch(
+                state,
+                decode_frame(value),
+                decoder,
+                pipe.rules,
+                lambda e: pipe.metas.get(e.connector),
+                lambda e: e.source.timestamp_ms,
+            )
+            if firings:  # as app.decider's decide_all
+                planned, tallies = fold_suppressed(state, firings, DEFAULT_WINDOW_MS)
+                updates = [tally_record(state, t, DEFAULT_WINDOW_MS) for t in tallies]
+                if not planned:
+                    log.write_soon(updates)
+                else:
+                    records = [d.audit_record(pipe.rules) for d in planned]
+                    await log.write_many(records, updates=updates)
+            for topic_key, topic_value in producer.produced:
+                h.update(b"%d:%b%d:%b" % (len(topic_key), topic_key, len(topic_value), topic_value))
+            written += len(producer.produced)
+            producer.produced.clear()
+            if applied:
+                cache.put(key, state)
+                h.update(store[key].encode())
+
+    asyncio.run(replay())
+    print(f"audit: {written:,} records and the states, digest {h.hexdigest()}")
+
+
 def frames_of(recs: list[RawRecord]) -> list[tuple[str, bytes]]:
     """The records framed as the ingest frames them (batches of 5,000): (owner, frame)."""
     frames: list[tuple[str, bytes]] = []
@@ -176,8 +241,8 @@ def timing(pipe: Pipeline, recs: list[RawRecord], repeat: int) -> None:
             )
             if firings:
                 planned, tallies = fold_suppressed(state, firings, DEFAULT_WINDOW_MS)
-                out = [json.dumps(d.audit_record(pipe.rules)) for d in planned]
-                out += [json.dumps(tally_record(state, t, DEFAULT_WINDOW_MS)) for t in tallies]
+                out = [audit_json(d.audit_record(pipe.rules)) for d in planned]
+                out += [audit_json(tally_record(state, t, DEFAULT_WINDOW_MS)) for t in tallies]
                 written += len(out)
             if applied:
                 cache.put(key, state)
@@ -206,6 +271,7 @@ def main() -> None:
         pipe = Pipeline(load_rules(Path(folder)))
     if args.mode == "digest":
         digest(pipe, recs)
+        audit_digest(pipe, recs)
     else:
         timing(pipe, recs, args.repeat)
 

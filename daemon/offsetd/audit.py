@@ -27,6 +27,7 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
 
+from offsetd.engine.decision import audit_json
 from offsetd.errors import OffsetdError
 from offsetd.kafkaaccess import raise_if_denied
 from offsetd.topics import ensure_compacted_topic
@@ -143,9 +144,9 @@ class AuditLog:
             flags.append(new)
             if new:
                 batch_ids.add(decision_id)
-                fresh.append((decision_id, json.dumps(record).encode()))
+                fresh.append((decision_id, audit_json(record)))
         latest = {str(update["id"]): update for update in updates}
-        fresh += [(update_id, json.dumps(update).encode()) for update_id, update in latest.items()]
+        fresh += [(update_id, audit_json(update)) for update_id, update in latest.items()]
         if fresh:
             await asyncio.to_thread(self._write_sync, fresh)
             self._seen.update(batch_ids)
@@ -156,7 +157,7 @@ class AuditLog:
 
         Queued to the producer at once (no I/O here); their acknowledgements are collected by
         later calls. A failed one is written again, its latest version, by the next call."""
-        latest = {str(update["id"]): json.dumps(update).encode() for update in updates}
+        latest = {str(update["id"]): audit_json(update) for update in updates}
         with self._lock:
             for update_id in self._failed - latest.keys():
                 value = self._unconfirmed.get(update_id)

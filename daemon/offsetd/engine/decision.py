@@ -9,8 +9,11 @@ source coordinates, the same on every replay of the same records.
 from __future__ import annotations
 
 import hashlib
+import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal
+from functools import lru_cache
+from typing import Any, ClassVar, Literal, NoReturn
 
 from pydantic import BaseModel, ConfigDict
 
@@ -18,6 +21,7 @@ from offsetd.events.models import RecordRef, SourceRecord
 from offsetd.rules.actions import Effects, effects_of
 from offsetd.rules.matching import RuleSet
 from offsetd.rules.models import Mode
+from offsetd.rules.ruleset import CompiledRule
 
 __all__ = [
     "Decision",
@@ -28,8 +32,11 @@ __all__ = [
     "PlannedAction",
     "Reason",
     "RecordStatus",
+    "RuleSpec",
     "Suppression",
+    "audit_json",
     "decision_id",
+    "rule_spec",
 ]
 
 Outcome = Literal["planned", "suppressed"]
@@ -135,13 +142,14 @@ class Decision(_Frozen):
         """The decision as a JSON-able dict for the audit topic.
 
         With `rules`, the record also carries the rule as it was when it decided (`rule_spec`),
-        so the audit explains itself after the rule file changes.
+        so the audit explains itself after the rule file changes: one frozen `RuleSpec` shared
+        by the records of the rule (copy it to change it), which `audit_json` does not encode
+        again.
         """
         record = self.model_dump(mode="json")
         compiled = rules.by_name.get(self.rule) if rules is not None else None
         if compiled is not None:
-            # defaults included: they may change between versions, the audit must not
-            record["rule_spec"] = compiled.rule.model_dump(mode="json", by_alias=True)
+            record["rule_spec"] = rule_spec(compiled)
         return record
 
     def summary(self) -> str:
@@ -165,6 +173,87 @@ class Decision(_Frozen):
                 parts.append(f"not_before_ms={not_before}")
         parts.append(f"event_time_ms={self.event_time_ms}")
         return " ".join(parts)
+
+
+def _refuse(*_args: Any, **_kwargs: Any) -> NoReturn:
+    raise TypeError("a rule_spec is shared by every audit record of its rule: copy it to change it")
+
+
+class _FrozenList(list[Any]):
+    """A JSON array no one may change: equal to, and encoded as, the list it was made from."""
+
+    __slots__ = ()
+    __setitem__ = __delitem__ = __iadd__ = __imul__ = _refuse
+    append = extend = insert = pop = remove = clear = sort = reverse = _refuse
+
+    def __reduce__(self) -> tuple[type[list[Any]], tuple[list[Any]]]:
+        return list, (list(self),)  # copies and pickles are plain, mutable lists
+
+
+class _FrozenDict(dict[str, Any]):
+    """A JSON object no one may change: equal to, and encoded as, the dict it was made from."""
+
+    __slots__ = ()
+    __setitem__ = __delitem__ = __ior__ = _refuse
+    pop = popitem = clear = update = setdefault = _refuse
+
+    def __reduce__(self) -> tuple[type[dict[str, Any]], tuple[dict[str, Any]]]:
+        return dict, (dict(self),)  # copies and pickles are plain, mutable dicts
+
+
+class RuleSpec(_FrozenDict):
+    """A rule as its audit records carry it (`rule_spec`), with its JSON text (`json.dumps`).
+
+    Every planned decision's audit record carries its rule; dumping the rule and encoding it
+    again for each record cost about a third of the record. A compiled rule cannot change, so
+    its spec is made once (`rule_spec`) and shared by its records: frozen all the way down,
+    so that no holder of one record can change the others', and spliced into the audit's
+    bytes as the text it was encoded to once (`audit_json`).
+    """
+
+    __slots__ = ("_text",)
+
+    def __init__(self, spec: dict[str, Any]) -> None:
+        super().__init__({k: _frozen(v) for k, v in spec.items()})
+        self._text = json.dumps(spec)
+
+    @property
+    def text(self) -> str:
+        """`json.dumps` of the spec."""
+        return self._text
+
+
+def _frozen(value: Any) -> Any:
+    if isinstance(value, dict):
+        return _FrozenDict({k: _frozen(v) for k, v in value.items()})
+    if isinstance(value, list):
+        return _FrozenList(_frozen(v) for v in value)
+    return value
+
+
+@lru_cache(maxsize=1024)  # by identity: a reloaded rule is a new CompiledRule
+def rule_spec(compiled: CompiledRule) -> RuleSpec:
+    """The rule as the audit keeps it, defaults included (they may change between versions,
+    the audit must not)."""
+    return RuleSpec(compiled.rule.model_dump(mode="json", by_alias=True))
+
+
+def audit_json(record: Mapping[str, Any]) -> bytes:
+    """A record's bytes in the audit topic: `json.dumps(record).encode()`, exactly.
+
+    A decision's record ends with its rule's shared `RuleSpec` (`Decision.audit_record`):
+    that part is not encoded again but spliced in as its text, which gives the same bytes
+    (`json.dumps`'s separators are `", "` and `": "`)."""
+    if (
+        type(record) is dict
+        and len(record) > 1
+        and type(record.get("rule_spec")) is RuleSpec
+        and next(reversed(record)) == "rule_spec"
+    ):
+        head = record.copy()
+        spec = head.pop("rule_spec")
+        return f'{json.dumps(head)[:-1]}, "rule_spec": {spec.text}}}'.encode()
+    return json.dumps(record).encode()
 
 
 def decision_id(
