@@ -171,7 +171,7 @@ class _Producer:
 
 def audit_digest(pipe: Pipeline, recs: list[RawRecord]) -> None:
     """The bytes the daemon writes, replayed as `timing` does: audit records and states."""
-    audit.Producer = _Producer  # type: ignore[assignment]  # nothing leaves the process
+    audit.Producer = _Producer  # type: ignore[attr-defined,assignment]  # nothing leaves the process
     log = audit.AuditLog({})
     producer: _Producer = log._producer  # type: ignore[assignment]
     h = hashlib.sha256()
