@@ -206,9 +206,9 @@ def _match_rules(
         windows = rule_state["windows"]
         entries = windows.get(key)
         if entries is None:
-            entries = windows[key] = []
-            if len(windows) > MAX_KEYS:  # before the entry: a new key is the stalest
+            if len(windows) >= MAX_KEYS:  # room first: a new key, still empty, ranks stalest
                 evict_stalest(windows, MAX_KEYS // 2)
+            entries = windows[key] = []
         if not entries or time_ms >= entries[-1][0]:  # in order: add_to_window, nothing to sort
             entries.append(entry)
             if entries[0][0] < time_ms - within:

@@ -519,6 +519,19 @@ def test_state_is_pruned_as_windows_expire() -> None:
     assert len(f.state.to_json()) < 400
 
 
+def test_a_new_record_at_the_key_limit_is_counted_from_its_first_failure() -> None:
+    """With MAX_KEYS keys in a rule's windows, the stalest are dropped before a new key comes
+    in. Dropped after it, the new key (no entry yet) ranked stalest of all and went too: that
+    record's first failure was lost, and a skip after 3 failures needed 4."""
+    f = Feed(rules(SKIP_BY_RECORD))
+    for i in range(MAX_KEYS):  # every key taken, each seen once
+        f.feed(f.dlq(i * 10, 100_000 + i))
+    assert len(f.state.rules["skip"]["windows"]) == MAX_KEYS
+    fired = [d for n in range(3) for d in f.feed(f.dlq((MAX_KEYS + n) * 10, 7))]
+    assert [d.record.offset for d in fired if d.record] == [7]  # at its third failure
+    assert len(f.state.rules["skip"]["windows"]) <= MAX_KEYS
+
+
 def test_a_flood_of_distinct_records_keeps_the_state_bounded() -> None:
     f = Feed(rules(SKIP_BY_RECORD))
     for i in range(5000):  # a DLQ flood: every record different, all within the window
