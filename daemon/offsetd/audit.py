@@ -25,7 +25,14 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
+from confluent_kafka import (
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Message,
+    Producer,
+    TopicPartition,
+)
 
 from offsetd.engine.decision import audit_json
 from offsetd.errors import OffsetdError
@@ -62,9 +69,7 @@ def read_records(
             return []
         by_id: dict[str, dict[str, Any]] = {}
         for partition in metadata.topics[topic].partitions:
-            low, high = consumer.get_watermark_offsets(
-                TopicPartition(topic, partition), timeout=timeout_s
-            )
+            low, high = _watermarks(consumer, TopicPartition(topic, partition), timeout_s)
             if high <= low:
                 continue
             consumer.assign([TopicPartition(topic, partition, low)])
@@ -80,6 +85,33 @@ def read_records(
         return sorted(by_id.values(), key=lambda r: (r.get("decided_at_ms", 0), r.get("id", "")))
     finally:
         consumer.close()
+
+
+# A partition that is being led by no broker yet answers these for a moment (a topic just
+# created, a leader moving): asked again until the deadline.
+_NOT_YET_LED = frozenset(
+    {
+        KafkaError.NOT_LEADER_FOR_PARTITION,
+        KafkaError.LEADER_NOT_AVAILABLE,
+        KafkaError.UNKNOWN_TOPIC_OR_PART,
+    }
+)
+
+
+def _watermarks(consumer: Consumer, partition: TopicPartition, timeout_s: float) -> Any:
+    """The partition's low and high watermarks. A topic just created is listed with a leader
+    before that broker leads it: the daemon's first start failed on NOT_LEADER_FOR_PARTITION
+    (seen in a fresh-clone run), so that answer is asked again, not raised."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            return consumer.get_watermark_offsets(partition, timeout=timeout_s)
+        except KafkaException as exc:
+            reason = exc.args[0] if exc.args else None
+            code = reason.code() if isinstance(reason, KafkaError) else None
+            if code not in _NOT_YET_LED or time.monotonic() >= deadline:
+                raise
+            time.sleep(0.1)
 
 
 def _collect(msg: Message, by_id: dict[str, dict[str, Any]]) -> None:

@@ -92,11 +92,6 @@ class KafkaNode:
             "group.initial.rebalance.delay.ms": 0,
             "log.cleaner.dedupe.buffer.size": 16 * 1024 * 1024,
             "log.segment.bytes": 64 * 1024 * 1024,
-            # The controller's no-op metadata records (KIP-835's quorum-health beat), every
-            # 500 ms by default, kept an idle node's raft thread busy: 2.3 % of a core idle,
-            # 1.6 % at 30 s (a standalone node, 90 s each, side by side). A test run holds about
-            # ten nodes at once.
-            "metadata.max.idle.interval.ms": 30_000,
         }
 
 

@@ -3,7 +3,7 @@
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from offsetd.errors import InvalidDocument, TargetOutOfRange
@@ -191,6 +191,7 @@ def test_resolve_many_partitions_reports_the_bad_one() -> None:
     assert [x.offset for x in ok] == [{"kafka_offset": 6}] * 3
 
 
+@settings(deadline=None)  # 0.1 ms an example; 256 ms under a loaded suite (DeadlineExceeded)
 @given(
     start=st.integers(0, 1000),
     length=st.integers(0, 1000),
