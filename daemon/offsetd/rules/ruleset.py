@@ -296,20 +296,7 @@ class RuleSet:
 
         What remains to check is each rule's `dynamic` predicate.
         """
-        kind = event.kind
-        state = event.state if kind is _TASK or kind is _CONNECTOR else None
-        key: _CandidateKey = (
-            kind,
-            state,
-            event.connect_cluster,
-            event.connector,
-            None if meta is None else meta.connector_class,
-            None if meta is None else meta.connector_type,
-        )
-        found = self._candidates.get(key)
-        if found is None:
-            found = self._look_up(key, event, meta)
-        return found[0]
+        return self._entry(event, meta)[0]
 
     def matched(self, event: Any, meta: ConnectorMeta | None) -> tuple[CompiledRule, ...]:
         """`live(candidates(event, meta), event, meta)`, with one lookup: the engine's hot path.
@@ -317,6 +304,16 @@ class RuleSet:
         Most events (RUNNING statuses) have only candidates without a dynamic condition, or
         none at all: they are answered by the candidates' own entry.
         """
+        found = self._entry(event, meta)
+        if found[1]:
+            return found[0]
+        return self._live_of(found[0], event, meta)
+
+    def _entry(
+        self, event: Any, meta: ConnectorMeta | None
+    ) -> tuple[tuple[CompiledRule, ...], bool]:
+        """The event's candidates and whether none has a dynamic condition, remembered per
+        kind, state, names and metadata."""
         kind = event.kind
         state = event.state if kind is _TASK or kind is _CONNECTOR else None
         key: _CandidateKey = (
@@ -328,11 +325,7 @@ class RuleSet:
             None if meta is None else meta.connector_type,
         )
         found = self._candidates.get(key)
-        if found is None:
-            found = self._look_up(key, event, meta)
-        if found[1]:
-            return found[0]
-        return self._live_of(found[0], event, meta)
+        return self._look_up(key, event, meta) if found is None else found
 
     def _look_up(
         self, key: _CandidateKey, event: Any, meta: ConnectorMeta | None
