@@ -4,6 +4,8 @@ PY_SOURCES := daemon tests bench
 # Test lanes (pytest-xdist workers, each with its own stacks and ports: tests/conftest.py).
 # 4 on 2 cores: the suite mostly waits (stacks starting, timeouts waited out): tests/README.md.
 OFFSETD_TEST_WORKERS ?= 4
+# The compiled owner path's crate (native/): rustup's toolchain, cargo's builds kept across clones.
+CARGO := PATH="$(HOME)/.cargo/bin:$(PATH)" CARGO_TARGET_DIR="$(or $(CARGO_TARGET_DIR),$(HOME)/.cache/offsetd/native-target)" cargo
 
 .PHONY: install install-demo lint types docs test check demo down
 
@@ -24,6 +26,8 @@ lint: install
 	$(VENV)/ruff check $(PY_SOURCES)
 	$(VENV)/ruff format --check $(PY_SOURCES)
 	PYTHONPATH=daemon $(VENV)/lint-imports --no-cache
+	@echo "cargo fmt --check; cargo clippy -D warnings (native/)"
+	@cd native && $(CARGO) fmt --check && $(CARGO) clippy --locked --quiet -- -D warnings
 
 types: install
 	$(VENV)/mypy

@@ -1,0 +1,29 @@
+//! offsetd's compiled owner path (issue 35; see README.md beside Cargo.toml).
+//!
+//! The Python engine (`offsetd.engine`) is the reference: every part here is held equal to it by
+//! differential tests (tests/unit/native) on the bench's recorded copy topic and on random
+//! streams. Nothing here does I/O.
+
+use pyo3::prelude::*;
+
+pub mod decode;
+pub mod event;
+pub mod matcher;
+
+#[pymodule]
+fn offsetd_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add_function(wrap_pyfunction!(event_roundtrip, m)?)?;
+    decode::register(m)?;
+    matcher::register(m)?;
+    Ok(())
+}
+
+/// An event's JSON (Python's `model_dump_json()`) read into the compiled event and written
+/// back: equal text proves the two representations agree field for field.
+#[pyfunction]
+fn event_roundtrip(text: &str) -> PyResult<String> {
+    event::Event::from_json(text)
+        .map(|e| e.to_json())
+        .map_err(pyo3::exceptions::PyValueError::new_err)
+}
