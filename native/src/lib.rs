@@ -7,8 +7,10 @@
 use pyo3::prelude::*;
 
 pub mod decode;
+pub mod engine;
 pub mod event;
 pub mod matcher;
+pub mod program;
 
 #[pymodule]
 fn offsetd_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -16,6 +18,7 @@ fn offsetd_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(event_roundtrip, m)?)?;
     decode::register(m)?;
     matcher::register(m)?;
+    engine::register(m)?;
     Ok(())
 }
 
