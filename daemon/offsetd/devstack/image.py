@@ -59,6 +59,7 @@ __all__ = [
     "image_tag",
     "mmdebstrap_argv",
     "normalize_extras",
+    "requirements_argv",
     "umoci_config_args",
     "unpack_image",
     "write_oci_archive",
@@ -168,12 +169,13 @@ def cache_key(repo: Path, suite: str, extras: Iterable[str]) -> str:
     return digest.hexdigest()
 
 
-def base_key(repo: Path, suite: str, extras: Iterable[str]) -> str:
-    """sha256 over what the base layer is made of: the lock, the Debian suite and extras, and
-    this recipe (a change to how it is built is a new base)."""
+def base_key(requirements: bytes, suite: str, extras: Iterable[str]) -> str:
+    """sha256 over what the base layer is made of: the locked runtime requirements it installs
+    (`uv export` of the lock: a change to the dev tools' pins is not a new base), the Debian
+    suite and extras, and this recipe (a change to how it is built is a new base)."""
     digest = hashlib.sha256()
     for label, data in (
-        ("uv.lock", (repo / "uv.lock").read_bytes()),
+        ("requirements", requirements),
         ("recipe", Path(__file__).read_bytes()),
         ("suite", suite.encode()),
         ("extras", ",".join(normalize_extras(extras)).encode()),
@@ -181,6 +183,14 @@ def base_key(repo: Path, suite: str, extras: Iterable[str]) -> str:
         digest.update(f"{label}\0{len(data)}\0".encode())
         digest.update(data)
     return digest.hexdigest()
+
+
+def requirements_argv(uv: str, extras: Iterable[str], output: Path) -> list[str]:
+    """`uv export` of the lock's runtime requirements (the extras, no dependency group, not the
+    project itself, no header: the output names no path, so it keys the base by content)."""
+    argv = [uv, "export", "--frozen", "--no-default-groups", "--no-emit-project", "--no-header"]
+    argv += [f"--extra={extra}" for extra in normalize_extras(extras)]
+    return [*argv, "--quiet", "--output-file", str(output)]
 
 
 def debian_packages(extras: Iterable[str]) -> tuple[str, ...]:
@@ -337,21 +347,24 @@ def _ensure_base(
     log: Callable[[str], None],
 ) -> Path:
     """The OCI layout of the base (tagged `base`): Debian and the venv with the locked
-    dependencies, built the first time for this lock, suite, extras and recipe."""
-    entry = image_root() / f"base-{base_key(repo, suite, extras)[:24]}"
+    dependencies, built the first time for these requirements, suite, extras and recipe."""
+    env = {**os.environ, "UV_PYTHON_DOWNLOADS": "never"}
+    image_root().mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="requirements-", dir=image_root()) as tmp:
+        listed = Path(tmp) / "requirements.txt"
+        run_tool(requirements_argv(uv, extras, listed), repo, env)
+        requirements = listed.read_bytes()
+    entry = image_root() / f"base-{base_key(requirements, suite, extras)[:24]}"
     layout = entry / "layout"
     if (layout / "index.json").is_file():
         return layout
     log(f"building the image's base ({suite}, the locked dependencies; once per lock, minutes)")
     with tempfile.TemporaryDirectory(prefix="base-", dir=entry.parent) as tmp:
         work = Path(tmp)
-        env = {**os.environ, "UV_PYTHON_DOWNLOADS": "never"}
-        export = [uv, "export", "--frozen", "--no-default-groups", "--no-emit-project"]
-        export += [f"--extra={extra}" for extra in extras]
-        requirements = work / "requirements.txt"
-        run_tool([*export, "--quiet", "--output-file", str(requirements)], repo, env)
+        requirements_file = work / "requirements.txt"
+        requirements_file.write_bytes(requirements)
         hook = work / "customize.sh"
-        hook.write_text(_customize_script(requirements, _host_ca_bundle()))
+        hook.write_text(_customize_script(requirements_file, _host_ca_bundle()))
         rootfs_tar = work / "rootfs.tar"
         log("mmdebstrap: Debian root filesystem + the venv of the locked dependencies")
         run_tool(mmdebstrap_argv(mmdebstrap, suite, extras, hook, rootfs_tar), work, env)

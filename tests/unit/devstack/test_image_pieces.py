@@ -3,6 +3,8 @@ mmdebstrap and umoci command lines (what the image is made of and how it is conf
 
 from __future__ import annotations
 
+import os
+import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
@@ -10,11 +12,13 @@ import pytest
 
 from offsetd.devstack.errors import DevStackError
 from offsetd.devstack.image import (
+    base_key,
     cache_key,
     debian_packages,
     image_tag,
     mmdebstrap_argv,
     normalize_extras,
+    requirements_argv,
     umoci_config_args,
 )
 
@@ -133,3 +137,25 @@ def test_umoci_config_matches_the_containerfile() -> None:
     spark = umoci_config_args("1.2.3", ("spark",))
     assert any(a.startswith("--config.env=JAVA_HOME=/usr/lib/jvm/") for a in spark)
     assert "--config.label=io.offsetd.image.extras=spark" in spark
+
+
+def test_the_base_is_keyed_by_the_runtime_requirements_the_real_lock_exports(
+    tmp_path: Path,
+) -> None:
+    """The base layer is the venv of the lock's runtime requirements: it is keyed by them
+    (`uv export`, run here on the real lock), not by the whole lock, so a change to the dev
+    tools' or the compiled path's pins (dependency groups) builds no new base."""
+    repo = Path(__file__).resolve().parents[3]
+    listed = tmp_path / "requirements.txt"
+    argv = requirements_argv(str(repo / ".tools" / "bin" / "uv"), ("spark",), listed)
+    subprocess.run(argv, cwd=repo, check=True, env={**os.environ, "UV_PYTHON_DOWNLOADS": "never"})
+    requirements = listed.read_text()
+    names = {line.split("==")[0] for line in requirements.splitlines() if "==" in line}
+    assert {"pydantic", "faust-streaming", "confluent-kafka", "pyspark"} <= names
+    assert not names & {"pytest", "hypothesis", "mypy", "ruff", "offsetd-native", "maturin"}
+    assert str(tmp_path) not in requirements  # no header naming the output: keyed by content
+    key = base_key(listed.read_bytes(), "bookworm", ("spark",))
+    assert key == base_key(listed.read_bytes(), "bookworm", ("spark",))
+    assert key != base_key(listed.read_bytes() + b"six==1.16.0\n", "bookworm", ("spark",))
+    assert key != base_key(listed.read_bytes(), "trixie", ("spark",))
+    assert key != base_key(listed.read_bytes(), "bookworm", ())
