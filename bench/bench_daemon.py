@@ -77,7 +77,7 @@ from offsetd.engine.decision import Firing
 from offsetd.engine.tally import DEFAULT_WINDOW_MS, fold_suppressed, tally_record
 from offsetd.events.decode import Malformed, RawRecord, raw_record
 from offsetd.events.dlq import DLQ_HEADER_PREFIX, decode_dlq
-from offsetd.events.frames import decode_frame, route_dlq, route_status
+from offsetd.events.frames import decode_frame, route_status_or_dlq
 from offsetd.events.models import owner_key
 from offsetd.events.status import decode_status
 from offsetd.ingest import Ingest, Source, ensure_events_topic
@@ -1314,11 +1314,6 @@ def _hop_faust(
                 finish()
 
 
-def bench_route(cluster: str, raw: RawRecord) -> str:
-    """The copy topic mixes status and DLQ records: route by shape, as `Pipeline.event`."""
-    return route_status(cluster, raw) if is_status(raw) else route_dlq(cluster, raw)
-
-
 def _app_path(
     app: Any,
     bootstrap: str,
@@ -1355,7 +1350,7 @@ def _app_path(
 
     ingest = Ingest(
         conf,
-        {TOPIC: Source(CLUSTER, bench_route)},
+        {TOPIC: Source(CLUSTER, route_status_or_dlq)},
         events_name,
         group_id=f"{app.conf.id}-ingest",
         on_batch=started,

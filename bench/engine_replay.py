@@ -43,7 +43,6 @@ from bench.bench_daemon import (
     CLUSTER,
     TOPIC,
     Pipeline,
-    bench_route,
     is_status,
     read_topic,
     write_rules,
@@ -59,7 +58,7 @@ from offsetd.engine.decision import audit_json
 from offsetd.engine.tally import DEFAULT_WINDOW_MS, fold_suppressed, tally_record
 from offsetd.events.decode import Malformed, RawRecord, raw_record
 from offsetd.events.dlq import decode_dlq
-from offsetd.events.frames import decode_frame, encode_frame, plan_frames
+from offsetd.events.frames import decode_frame, encode_frame, plan_frames, route_status_or_dlq
 from offsetd.events.models import owner_key
 from offsetd.events.status import decode_status
 from offsetd.rules.loading import load_rules
@@ -215,7 +214,7 @@ def frames_of(recs: list[RawRecord]) -> list[tuple[str, bytes]]:
     """The records framed as the ingest frames them (batches of 5,000): (owner, frame)."""
     frames: list[tuple[str, bytes]] = []
     for start in range(0, len(recs), 5000):
-        routed = ((bench_route(CLUSTER, r), r) for r in recs[start : start + 5000])
+        routed = ((route_status_or_dlq(CLUSTER, r), r) for r in recs[start : start + 5000])
         plan = plan_frames(routed, max_frame_bytes=1 << 20, max_record_bytes=8 << 20)
         for (owner, framed), encoded in zip(plan.frames, plan.encoded, strict=True):
             frames.append((owner, encode_frame(framed, encoded=encoded)))

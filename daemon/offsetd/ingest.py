@@ -34,6 +34,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
@@ -44,8 +45,27 @@ from confluent_kafka.admin import ResourceType as _ResourceType  # type: ignore[
 from confluent_kafka.cimpl import NewTopic
 
 from offsetd.events.decode import Malformed, RawRecord, raw_record
-from offsetd.events.frames import Router, encode_frame, frame_head_size, plan_frames
+from offsetd.events.frames import (
+    Router,
+    decode_frame,
+    encode_frame,
+    frame_head_size,
+    plan_frames,
+    route_dlq,
+    route_status,
+    route_status_or_dlq,
+)
 from offsetd.offsets.offline import FETCH_TUNING
+
+if TYPE_CHECKING:
+    from offsetd_native import Framer
+
+try:  # the compiled framing (native/): built where Rust is, the same frames as the Python's
+    from offsetd_native import Framer as _CompiledFramer
+
+    COMPILED_FRAMER: type[Framer] | None = _CompiledFramer
+except ImportError:  # an install without it (the demo's, the image's) frames in Python
+    COMPILED_FRAMER = None
 
 __all__ = [
     "EVENTS_MAX_MESSAGE_BYTES",
@@ -187,6 +207,26 @@ def _topic_message_limit(admin: AdminClient, topic: str, timeout_s: float) -> in
         return None
 
 
+# The routers the compiled framer knows; it calls back into the Python for any other.
+_COMPILED_ROUTES: dict[Router, str] = {
+    route_status: "status",
+    route_dlq: "dlq",
+    route_status_or_dlq: "status_or_dlq",
+}
+
+
+def _framer(sources: Mapping[str, Source], max_frame_bytes: int, max_record_bytes: int) -> Framer:
+    assert COMPILED_FRAMER is not None
+    return COMPILED_FRAMER(
+        {
+            topic: (s.connect_cluster, _COMPILED_ROUTES.get(s.route, "python"), s.dlq)
+            for topic, s in sources.items()
+        },
+        max_frame_bytes,
+        max_record_bytes,
+    )
+
+
 @dataclass
 class _Pending:
     """A batch whose frames are produced: how many are not acknowledged yet, where it ends."""
@@ -216,6 +256,7 @@ class Ingest:
         on_batch: Callable[[int, int], None] | None = None,
         on_lag: Callable[[str, int, int], None] | None = None,
         lag_every_s: float = 10.0,
+        compiled: bool | None = None,
     ) -> None:
         self.sources = dict(sources)
         self.events_topic = events_topic
@@ -256,6 +297,11 @@ class Ingest:
         self.error: BaseException | None = None
         self.records = 0
         self.frames = 0
+        # Frame with the compiled framer (None: where it is installed; False: never).
+        self.compiled = COMPILED_FRAMER is not None if compiled is None else compiled
+        if self.compiled and COMPILED_FRAMER is None:
+            raise IngestError("the compiled framer (offsetd-native) is not installed")
+        self._framer: Framer | None = None
 
     @property
     def max_record_bytes(self) -> int:
@@ -292,6 +338,8 @@ class Ingest:
                 "message.max.bytes": producer_message_limit(self.max_message_bytes),
             }
         )
+        if self.compiled:
+            self._framer = _framer(self.sources, self.max_frame_bytes, self.max_record_bytes)
         try:
             consumer.subscribe(list(self.sources))
             next_lag = time.monotonic() + self.lag_every_s
@@ -354,21 +402,11 @@ class Ingest:
         self._skip(raw, Malformed(reason, raw.topic, raw.partition, raw.offset))
 
     def _handle(self, batch: list[Message], consumer: Consumer, producer: Producer) -> None:
-        routed, positions = self._route(batch)
-        max_record_bytes = self.max_record_bytes
-        plan = plan_frames(
-            routed,
-            max_frame_bytes=self.max_frame_bytes,
-            max_record_bytes=max_record_bytes,
-            dlq_topics=self._dlq,
-        )
-        for raw, size in plan.too_large:
-            self._too_large(raw, size, max_record_bytes)
+        if self._framer is not None:
+            frames, positions = self._plan_compiled(batch, self._framer)
+        else:
+            frames, positions = self._plan(batch)
         # Skipped records are still in `positions`: committed with their batch, in order.
-        frames: deque[tuple[str, list[RawRecord], list[bytes] | None]] = deque(
-            (owner, records, encoded)
-            for (owner, records), encoded in zip(plan.frames, plan.encoded, strict=True)
-        )
         pending = _Pending(len(frames), positions)
         self._pending.append(pending)
         sent = self._send_frames(frames, pending, producer)
@@ -383,6 +421,52 @@ class Ingest:
         self.frames += sent
         if self.on_batch is not None:
             self.on_batch(len(batch), sent)
+
+    def _plan(
+        self, batch: list[Message]
+    ) -> tuple[deque[tuple[str, bytes]], dict[tuple[str, int], int]]:
+        """The batch's frames (owner, value) and positions, framed by `events.frames`."""
+        routed, positions = self._route(batch)
+        max_record_bytes = self.max_record_bytes
+        plan = plan_frames(
+            routed,
+            max_frame_bytes=self.max_frame_bytes,
+            max_record_bytes=max_record_bytes,
+            dlq_topics=self._dlq,
+        )
+        for raw, size in plan.too_large:
+            self._too_large(raw, size, max_record_bytes)
+        frames = deque(
+            (owner, encode_frame(records, dlq_topics=self._dlq, encoded=encoded))
+            for (owner, records), encoded in zip(plan.frames, plan.encoded, strict=True)
+        )
+        return frames, positions
+
+    def _plan_compiled(
+        self, batch: list[Message], framer: Framer
+    ) -> tuple[deque[tuple[str, bytes]], dict[tuple[str, int], int]]:
+        """`_plan` by the compiled framer (native/src/ingest): the same frames, byte for byte.
+        The records it cannot route itself are routed here, so a refusal keeps its words."""
+        sources = self.sources
+
+        def route(index: int) -> str | None:
+            raw = raw_record(batch[index], consumed=True)
+            source = sources[raw.topic]
+            try:
+                return source.route(source.connect_cluster, raw)
+            except Malformed as bad:
+                if self.on_malformed is not None:
+                    self.on_malformed(raw, bad)
+                return None
+
+        made, too_large, errors, positions = framer.plan(batch, route)
+        for index in errors:
+            err = batch[index].error()
+            if err is not None and err.code() != KafkaError._PARTITION_EOF:
+                log.warning("consumer error: %s", err.str())
+        for index, size in too_large:
+            self._too_large(raw_record(batch[index], consumed=True), size, self.max_record_bytes)
+        return deque((owner, value) for owner, value, _count in made), positions
 
     def _route(
         self, batch: list[Message]
@@ -411,7 +495,7 @@ class Ingest:
 
     def _send_frames(
         self,
-        frames: deque[tuple[str, list[RawRecord], list[bytes] | None]],
+        frames: deque[tuple[str, bytes]],
         pending: _Pending,
         producer: Producer,
     ) -> int:
@@ -424,8 +508,7 @@ class Ingest:
 
         sent = 0
         while frames:
-            owner, records, encoded = frames.popleft()
-            value = encode_frame(records, dlq_topics=self._dlq, encoded=encoded)
+            owner, value = frames.popleft()
             if self._send_frame(producer, owner, value, delivered):
                 sent += 1
                 continue
@@ -433,12 +516,15 @@ class Ingest:
             # producer's limit, which the sizes above should rule out (a very long key). One
             # record alone is skipped; several are sent one by one, in order.
             pending.outstanding -= 1
+            records = decode_frame(value)
             if len(records) == 1:
                 limit = producer_message_limit(self.max_message_bytes)
                 self._too_large(records[0], len(value), limit)
             else:
                 pending.outstanding += len(records)
-                frames.extendleft((owner, [raw], None) for raw in reversed(records))
+                frames.extendleft(
+                    (owner, encode_frame([raw], dlq_topics=self._dlq)) for raw in reversed(records)
+                )
         return sent
 
     def _send_frame(

@@ -9,6 +9,7 @@ use pyo3::prelude::*;
 pub mod decode;
 pub mod engine;
 pub mod event;
+pub mod ingest;
 pub mod matcher;
 pub mod program;
 
@@ -19,6 +20,7 @@ fn offsetd_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     decode::register(m)?;
     matcher::register(m)?;
     engine::register(m)?;
+    ingest::register(m)?;
     Ok(())
 }
 

@@ -54,6 +54,7 @@ __all__ = [
     "route_dlq",
     "route_offsets",
     "route_status",
+    "route_status_or_dlq",
 ]
 
 FRAME_VERSION = 1
@@ -103,6 +104,15 @@ def route_dlq(connect_cluster: str, raw: RawRecord) -> str:
     if not connector:
         raise malformed(raw, f"DLQ record has no {_H_CONNECTOR} header: its connector is unknown")
     return owner_key(connect_cluster, connector)
+
+
+def route_status_or_dlq(connect_cluster: str, raw: RawRecord) -> str:
+    """The owner of a record of a topic that carries both status and DLQ records (the
+    benchmark's copy topic): a record with a `status-` key and no headers is routed as a status
+    record (`route_status`), any other as a DLQ record (`route_dlq`)."""
+    if raw.key is not None and raw.key.startswith(b"status-") and not raw.headers:
+        return route_status(connect_cluster, raw)
+    return route_dlq(connect_cluster, raw)
 
 
 def route_offsets(connect_cluster: str, raw: RawRecord) -> str:
