@@ -23,12 +23,11 @@ pub fn prune_window(entries: &mut Vec<WindowEntry>, within_ms: i64) {
 /// str (a TypeError there: two entries of the same source coordinates, which idempotency
 /// rules out).
 fn compare(a: &WindowEntry, b: &WindowEntry) -> Option<Ordering> {
-    let head = a
-        .0
-        .cmp(&b.0)
-        .then_with(|| a.1.as_bytes().cmp(b.1.as_bytes()))
-        .then_with(|| a.2.cmp(&b.2))
-        .then_with(|| a.3.cmp(&b.3));
+    let head =
+        a.0.cmp(&b.0)
+            .then_with(|| a.1.as_bytes().cmp(b.1.as_bytes()))
+            .then_with(|| a.2.cmp(&b.2))
+            .then_with(|| a.3.cmp(&b.3));
     if head != Ordering::Equal {
         return Some(head);
     }
@@ -101,7 +100,11 @@ pub fn prune_times(times: &mut Vec<i64>, cutoff: i64) {
 /// Executed decisions in the budget window `(time - per, time]`.
 pub fn budget_used(rule_state: &mut RuleState, time_ms: i64, per_ms: i64) -> i64 {
     prune_times(&mut rule_state.executed, time_ms - per_ms + 1);
-    rule_state.executed.iter().filter(|&&t| t <= time_ms).count() as i64
+    rule_state
+        .executed
+        .iter()
+        .filter(|&&t| t <= time_ms)
+        .count() as i64
 }
 
 pub fn record_executed(rule_state: &mut RuleState, time_ms: i64) {
@@ -129,7 +132,11 @@ pub fn backoff_delay(state: Option<&BackoffState>, time_ms: i64, spec: &BackoffS
 }
 
 /// The backoff state after a restart decision at `time_ms`.
-pub fn next_backoff(state: Option<&BackoffState>, time_ms: i64, spec: &BackoffSpec) -> BackoffState {
+pub fn next_backoff(
+    state: Option<&BackoffState>,
+    time_ms: i64,
+    spec: &BackoffSpec,
+) -> BackoffState {
     let (_, attempt) = backoff_delay(state, time_ms, spec);
     let last = match state {
         Some(s) if attempt != 0 => s.last_ms.max(time_ms),

@@ -18,7 +18,9 @@ use super::counting::{
 use super::firing::{
     decision_id, Decision, DecisionInputs, EventSummary, Firing, PlannedAction, Suppression,
 };
-use super::state::{parse_record, Deferred, Held, Inhibition, RuleState, State, StatusEntry, WindowEntry};
+use super::state::{
+    parse_record, Deferred, Held, Inhibition, RuleState, State, StatusEntry, WindowEntry,
+};
 use super::{Engine, EngineAction, KeyField, Rule};
 use crate::event::{Event, Kind, RecordRef, SourceRecord};
 
@@ -47,7 +49,10 @@ impl std::fmt::Display for Refusal {
         match self {
             Refusal::TimeOutOfRange => write!(f, "an event or decision time beyond ±2^62 ms"),
             Refusal::RecordOutOfRange => {
-                write!(f, "a failing record whose text Python would not read back as it was")
+                write!(
+                    f,
+                    "a failing record whose text Python would not read back as it was"
+                )
             }
             Refusal::UnknownRule(i) => write!(f, "no rule at index {i}"),
             Refusal::Unordered => write!(f, "window entries Python cannot order"),
@@ -76,7 +81,11 @@ impl Engine {
         if !limit.contains(&time_ms) || !limit.contains(&now_ms) {
             return Err(Refusal::TimeOutOfRange);
         }
-        if let Some(&i) = matched.iter().chain(waiting).find(|&&i| i >= self.rules.len()) {
+        if let Some(&i) = matched
+            .iter()
+            .chain(waiting)
+            .find(|&&i| i >= self.rules.len())
+        {
             return Err(Refusal::UnknownRule(i));
         }
         let record = record_text(event);
@@ -181,7 +190,10 @@ impl Engine {
                 Some(i) => &mut rule_states[i],
                 None => {
                     rule_states.insert(rule.name.to_string(), RuleState::default());
-                    rule_states.last_mut().map(|(_, v)| v).expect("just inserted")
+                    rule_states
+                        .last_mut()
+                        .map(|(_, v)| v)
+                        .expect("just inserted")
                 }
             };
             let windows = &mut rule_state.windows;
@@ -276,7 +288,11 @@ impl Engine {
             }
         });
         let record_status = if part.has_skip {
-            Some(if record.is_some() { "exact" } else { "to_locate" })
+            Some(if record.is_some() {
+                "exact"
+            } else {
+                "to_locate"
+            })
         } else {
             None
         };
@@ -383,16 +399,18 @@ impl Engine {
             let part = &self.rules[index].part;
             let within = part.within_ms;
             let cutoff = now - within;
-            rule_state.windows.retain(|_, entries| match entries.last() {
-                None => false,
-                Some(last) if last.0 < cutoff => false,
-                Some(last) => {
-                    if entries[0].0 < last.0 - within {
-                        prune_window(entries, within);
+            rule_state
+                .windows
+                .retain(|_, entries| match entries.last() {
+                    None => false,
+                    Some(last) if last.0 < cutoff => false,
+                    Some(last) => {
+                        if entries[0].0 < last.0 - within {
+                            prune_window(entries, within);
+                        }
+                        true
                     }
-                    true
-                }
-            });
+                });
             let executed = &mut rule_state.executed;
             let oldest = now - part.budget_per_ms + 1;
             if executed.first().is_some_and(|&t| t < oldest) {
@@ -422,7 +440,11 @@ impl Engine {
         if !state.held.is_empty() {
             let inhibitions = &state.inhibitions;
             state.held.retain(|held| {
-                let rule = held.decision.get("rule").and_then(Value::as_str).unwrap_or("None");
+                let rule = held
+                    .decision
+                    .get("rule")
+                    .and_then(Value::as_str)
+                    .unwrap_or("None");
                 let time_ms = held
                     .decision
                     .get("event_time_ms")
@@ -510,9 +532,12 @@ fn count_key(names: &[KeyField], event: &Event, record: Option<&str>) -> String 
                 }
             }
             KeyField::Record => key.push_str(record.unwrap_or("")),
-            KeyField::ExceptionClass => {
-                key.push_str(event.error().and_then(|e| e.exception_class.as_deref()).unwrap_or(""))
-            }
+            KeyField::ExceptionClass => key.push_str(
+                event
+                    .error()
+                    .and_then(|e| e.exception_class.as_deref())
+                    .unwrap_or(""),
+            ),
             KeyField::RootCauseClass => key.push_str(
                 event
                     .error()
@@ -649,14 +674,20 @@ fn plan_action(
         params.insert("delay_ms".into(), delay.into());
         params.insert("not_before_ms".into(), (time_ms + delay).into());
         if planned {
-            state.restart_backoff = Some(next_backoff(state.restart_backoff.as_ref(), time_ms, spec));
+            state.restart_backoff =
+                Some(next_backoff(state.restart_backoff.as_ref(), time_ms, spec));
         }
     } else if action.skips_record {
-        let value = record.map_or(Value::Null, |r| {
-            serde_json::json!({"topic": r.topic, "partition": r.partition, "offset": r.offset})
-        });
+        let value = record.map_or(
+            Value::Null,
+            |r| serde_json::json!({"topic": r.topic, "partition": r.partition, "offset": r.offset}),
+        );
         params.insert("record".into(), value);
-        let status = if record.is_some() { "exact" } else { "to_locate" };
+        let status = if record.is_some() {
+            "exact"
+        } else {
+            "to_locate"
+        };
         params.insert("record_status".into(), status.into());
         params.insert(
             "next_offset".into(),

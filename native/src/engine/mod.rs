@@ -160,7 +160,13 @@ impl Engine {
             .filter(|r| r.part.needs_meta)
             .map(|r| &*r.name)
             .collect();
-        if needing != set.meta_rules.iter().map(|s| s.as_str()).collect::<Vec<_>>() {
+        if needing
+            != set
+                .meta_rules
+                .iter()
+                .map(|s| s.as_str())
+                .collect::<Vec<_>>()
+        {
             return Err("meta_rules is not the rules that need metadata".to_string());
         }
         if max_keys == 0 {
@@ -184,7 +190,9 @@ fn check_duration(what: &str, value: i64) -> Result<(), String> {
     if (0..DURATION_LIMIT).contains(&value) {
         Ok(())
     } else {
-        Err(format!("{what}: {value} ms is beyond what the compiled engine holds"))
+        Err(format!(
+            "{what}: {value} ms is beyond what the compiled engine holds"
+        ))
     }
 }
 
@@ -232,8 +240,9 @@ fn check_rule(name: &str, rule: &EngineRule) -> Result<(), String> {
 }
 
 /// pydantic writes a float as Python's `repr` does past 1e16 and below 1e-4 (`1e+16`,
-/// `1e-05`), serde_json as `1e16`, `1e-5`: a parameter out there cannot be written equal.
-fn check_floats(what: &str, value: &Value) -> Result<(), String> {
+/// `1e-05`), serde_json as `1e16`, `1e-5`: a value out there cannot be written equal (nor an
+/// integer beyond u64, which serde_json reads as a float).
+pub fn check_floats(what: &str, value: &Value) -> Result<(), String> {
     match value {
         Value::Number(n) if n.is_f64() => {
             let f = n.as_f64().unwrap_or(f64::NAN);

@@ -112,7 +112,14 @@ impl PyEngine {
         let waiting = self.indices(waiting)?;
         let made = self
             .inner
-            .decide(&mut state.inner, &event, &matched, &waiting, meta_known, now_ms)
+            .decide(
+                &mut state.inner,
+                &event,
+                &matched,
+                &waiting,
+                meta_known,
+                now_ms,
+            )
             .map_err(|r| PyValueError::new_err(format!("left to Python: {r}")))?;
         Ok(made.into_iter().map(|inner| PyFiring { inner }).collect())
     }
@@ -143,7 +150,11 @@ impl PyEngine {
 
     #[getter]
     fn names(&self) -> Vec<String> {
-        self.inner.rules.iter().map(|r| r.name.to_string()).collect()
+        self.inner
+            .rules
+            .iter()
+            .map(|r| r.name.to_string())
+            .collect()
     }
 }
 

@@ -11,6 +11,7 @@ use indexmap::IndexMap;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use super::check_floats;
 use super::decide::TIME_LIMIT;
 
 /// The latest status record of the connector or one task.
@@ -168,15 +169,24 @@ impl State {
                 (Some(_), Some(t)) => times.push(t),
                 _ => return Err("a held decision without its rule or event time".to_string()),
             }
+            held.decision
+                .values()
+                .try_for_each(|v| check_floats("a held decision", v))?;
         }
         for d in &self.deferred {
             times.extend([d.time_ms, d.deferred_ms]);
+            d.event
+                .values()
+                .try_for_each(|v| check_floats("a deferred event", v))?;
         }
         times.extend(self.released.values());
         for t in self.suppressed.values() {
             times.extend([t.window_start_ms, t.count]);
         }
-        if times.iter().any(|t| !(-TIME_LIMIT..=TIME_LIMIT).contains(t)) {
+        if times
+            .iter()
+            .any(|t| !(-TIME_LIMIT..=TIME_LIMIT).contains(t))
+        {
             return Err("a time beyond ±2^62 ms".to_string());
         }
         Ok(())
