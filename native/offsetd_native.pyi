@@ -32,3 +32,81 @@ class Framer:
         frame (index, framed size), the messages that carry an error (index), and each
         partition's next offset. `route(index)`: the Python router's owner for a record this
         cannot route, or None (it reported the record)."""
+
+class State:
+    """A connector's engine state (`offsetd.engine.state.ConnectorState`), held in Rust."""
+
+    def __init__(self) -> None:
+        """An empty state (`ConnectorState()`)."""
+
+    @staticmethod
+    def from_json(text: str) -> State:
+        """The state of a `ConnectorState.model_dump_json()` text. Raises ValueError for a text
+        that is not one, and for a state the compiled engine could not continue exactly (a time
+        beyond ±2^62 ms, a window's record text Python did not write, a held decision without
+        its rule and event time, a float pydantic writes otherwise): Python's to decide."""
+
+    def to_json(self) -> str:
+        """The state's JSON, byte for byte `ConnectorState.model_dump_json()`."""
+
+class Firing:
+    """One firing of `Engine.decide`: a `Decision` or a light `Suppression`
+    (`offsetd.engine.decision.Firing`)."""
+
+    @property
+    def id(self) -> str:
+        """The decision id (`decision_id`: sha256 of rule, cluster, connector, key, trigger)."""
+
+    @property
+    def outcome(self) -> str:
+        """`planned` or `suppressed`."""
+
+    @property
+    def is_decision(self) -> bool:
+        """True for a full `Decision` (planned, or suppressed as `inhibited`); False for a
+        `Suppression` (cooldown, budget, disabled)."""
+
+    def to_json(self) -> str:
+        """A Decision: its `model_dump_json()` text. A Suppression: a JSON object of its fields
+        (`rule`, `mode`, `connect_cluster`, `connector`, `task_id`, `key`, `action_types`,
+        `reason`, `detail`, `event_time_ms`, `decided_at_ms`, `trigger_source` (a source
+        record's JSON), `record_text`, `from_failure`), plus `outcome` ("suppressed") and `id`."""
+
+class Engine:
+    """The compiled engine of a rule program (`offsetd.rules.program.rule_program`)."""
+
+    def __init__(self, program_json: str, max_keys: int = 128) -> None:
+        """Raises ValueError for a program it cannot decide exactly as Python does (durations
+        from 2^53 ms, a parameter float pydantic writes otherwise, an unknown count key).
+        `max_keys`: `offsetd.engine.decide.MAX_KEYS` (tests lower it)."""
+
+    @property
+    def names(self) -> list[str]:
+        """The rules' names, in load order."""
+
+    def decide(
+        self,
+        state: State,
+        event_json: str,
+        matched: list[str],
+        meta_known: bool,
+        now_ms: int,
+        waiting: list[str] = ...,
+    ) -> list[Firing]:
+        """`decide_firings(state, event, rules, meta, now_ms)` for a status or DLQ event's
+        `model_dump_json()` text: updates `state` in place, returns the firings. `matched`:
+        the names `RuleSet.matched(event, meta)` returns; `waiting`: while the metadata is
+        unknown (`meta_known` false), those `RuleSet.waiting_for_meta(event)` returns.
+        Raises ValueError ("left to Python: ...") for an event it does not decide exactly
+        (times beyond ±2^62 ms, a failing record whose text would not read back), before the
+        state changes; for another kind, or an event that is not one."""
+
+    def prune(self, state: State) -> None:
+        """`offsetd.engine.decide.prune(state, rules)`: the sweep, now."""
+
+    def fold(
+        self, state: State, firings: list[Firing], window_ms: int
+    ) -> tuple[list[str], list[str]]:
+        """`fold_suppressed(state, firings, window_ms)`: the planned decisions' JSON
+        (`model_dump_json()`), and the tallies it changed as their audit records' text
+        (`json.dumps(tally_record(state, tally, window_ms))`), in order."""
