@@ -98,6 +98,15 @@ impl Group {
     }
 }
 
+/// A batch's frames (owner, value, records), too large records (index, framed size), error
+/// messages (index) and positions ((topic, partition) -> next offset).
+type Plan<'py> = (
+    Vec<(String, Py<PyBytes>, usize)>,
+    Vec<(usize, usize)>,
+    Vec<usize>,
+    Bound<'py, PyDict>,
+);
+
 /// The ingest's framing for one set of sources, made once per ingest.
 #[pyclass(module = "offsetd_native")]
 pub struct Framer {
@@ -160,12 +169,7 @@ impl Framer {
         py: Python<'py>,
         batch: &Bound<'py, PyList>,
         route: &Bound<'py, PyAny>,
-    ) -> PyResult<(
-        Vec<(String, Py<PyBytes>, usize)>,
-        Vec<(usize, usize)>,
-        Vec<usize>,
-        Bound<'py, PyDict>,
-    )> {
+    ) -> PyResult<Plan<'py>> {
         let mut frames: Vec<(String, Py<PyBytes>, usize)> = Vec::new();
         let mut too_large: Vec<(usize, usize)> = Vec::new();
         let mut errors: Vec<usize> = Vec::new();
