@@ -59,7 +59,9 @@ impl Left {
     }
 }
 
-/// A record's event, or why Python decodes it.
+/// A record's event, or why Python decodes it. Not boxed: nearly every record is an event,
+/// and a box would be one more allocation per record for a value moved once.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq)]
 pub enum Decoded {
     Event(Event),
@@ -244,14 +246,27 @@ fn trace_last_cause(head: &str) -> Option<(&str, Option<&str>)> {
     trace::last_cause(head)
 }
 
-/// The code point ranges of a Python character class this side holds as a table.
+/// The code point ranges a Python character class holds here: `text::is_word` ("word") or
+/// `text::is_space` ("space") asked of every code point, fast paths and tables alike.
 #[pyfunction]
 fn char_class_ranges(name: &str) -> PyResult<Vec<(u32, u32)>> {
-    match name {
-        "word" => Ok(unicode_tables::WORD.to_vec()),
-        "space" => Ok(unicode_tables::SPACE.to_vec()),
-        _ => Err(PyValueError::new_err(format!("no class {name:?}"))),
+    let class: fn(char) -> bool = match name {
+        "word" => text::is_word,
+        "space" => text::is_space,
+        _ => return Err(PyValueError::new_err(format!("no class {name:?}"))),
+    };
+    let mut ranges: Vec<(u32, u32)> = Vec::new();
+    for c in (0..=0x10FFFFu32)
+        .filter_map(char::from_u32)
+        .filter(|c| class(*c))
+    {
+        let code = c as u32;
+        match ranges.last_mut() {
+            Some(last) if last.1 + 1 == code => last.1 = code,
+            _ => ranges.push((code, code)),
+        }
     }
+    Ok(ranges)
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
