@@ -22,6 +22,10 @@ class Decoder:
         when Python decodes it (it rejects it, or this side cannot be sure). ValueError when
         `decode_frame` raises Malformed for the frame."""
 
+    def frame_event_count(self, frame: bytes) -> int:
+        """How many records of the frame this side decodes into events (none written out as
+        JSON): the decoding's own time, for the bench. ValueError for a broken frame."""
+
     def frame_outcomes(self, frame: bytes) -> list[tuple[str | None, str | None]]:
         """Per record: (its event's JSON, None), or (None, why Python decodes it: "malformed",
         "not decoded here", "big integer", "lone surrogate", "deep JSON", "long integer").

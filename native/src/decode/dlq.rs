@@ -5,11 +5,9 @@
 //! `connector=`: the owner is the `__connect.errors.connector.name` header, and a record
 //! without one is Malformed there, so it is here.
 
-use indexmap::IndexMap;
-
 use super::memo::{DecodeMemo, DlqErrorRef};
 use super::status::source_of;
-use super::text::{head_chars, number};
+use super::text::{head_chars, number, utf8};
 use super::trace::{first_line, last_cause, TRACE_HEAD_CHARS};
 use super::{Left, RawRef};
 use crate::event::{DlqRecordEvent, ErrorInfo, Event, Kind, RecordRef};
@@ -26,7 +24,9 @@ const EXCEPTION: &str = "__connect.errors.exception.class.name";
 const MESSAGE: &str = "__connect.errors.exception.message";
 const STACKTRACE: &str = "__connect.errors.exception.stacktrace";
 
-type Headers<'a> = IndexMap<&'a str, Option<&'a str>>;
+/// The context headers by name, in the order of each name's first: a handful, so a list
+/// searched from the front beats hashing each name.
+type Headers<'a> = Vec<(&'a str, Option<&'a str>)>;
 
 /// `_context_headers`: every context header as text; Malformed if one is not UTF-8.
 fn context_headers<'a>(raw: &RawRef<'a>) -> Result<Headers<'a>, Left> {
@@ -35,16 +35,22 @@ fn context_headers<'a>(raw: &RawRef<'a>) -> Result<Headers<'a>, Left> {
         if name.starts_with(PREFIX) {
             let text = match value {
                 None => None,
-                Some(bytes) => Some(std::str::from_utf8(bytes).map_err(|_| Left::Malformed)?),
+                Some(bytes) => Some(utf8(bytes).ok_or(Left::Malformed)?),
             };
-            found.insert(name, text);
+            match found.iter_mut().find(|(known, _)| *known == name) {
+                Some(entry) => entry.1 = text, // the last wins, in the place of the first
+                None => found.push((name, text)),
+            }
         }
     }
     Ok(found)
 }
 
 fn get<'a>(headers: &Headers<'a>, name: &str) -> Option<&'a str> {
-    headers.get(name).copied().flatten()
+    headers
+        .iter()
+        .find(|(known, _)| *known == name)
+        .and_then(|(_, text)| *text)
 }
 
 /// `x or None` for a header: an empty text is none.

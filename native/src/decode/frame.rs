@@ -82,7 +82,7 @@ impl<'a> Reader<'a> {
     }
 
     fn text(&mut self, n: usize) -> Result<&'a str, FrameError> {
-        std::str::from_utf8(self.take(n)?).map_err(|_| FrameError::NotUtf8)
+        super::text::utf8(self.take(n)?).ok_or(FrameError::NotUtf8)
     }
 
     /// A length-prefixed part: None for a negative length.

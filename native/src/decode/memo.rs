@@ -15,6 +15,11 @@ use indexmap::{Equivalent, IndexMap};
 
 use crate::event::ErrorInfo;
 
+/// foldhash, not SipHash: the keys are trace heads of up to 4 KiB and values of 512 bytes,
+/// hashed once per record; they come from Connect, not from whoever could aim at collisions
+/// in a map that is cleared when full anyway.
+type Hashing = foldhash::fast::RandomState;
+
 /// Keys and values up to this many bytes are remembered (`_MEMO_KEY_BYTES`,
 /// `_MEMO_VALUE_BYTES`).
 pub const MEMO_BYTES: usize = 512;
@@ -81,10 +86,10 @@ impl DlqErrorRef<'_> {
 /// globals are one per process).
 #[derive(Debug, Default)]
 pub struct DecodeMemo {
-    pub heads: HashMap<Vec<u8>, Head>,
-    pub fields: HashMap<Vec<u8>, StatusFields>,
-    pub status_errors: HashMap<String, Arc<ErrorInfo>>,
-    pub dlq_errors: IndexMap<DlqErrorKey, Arc<ErrorInfo>>,
+    pub heads: HashMap<Vec<u8>, Head, Hashing>,
+    pub fields: HashMap<Vec<u8>, StatusFields, Hashing>,
+    pub status_errors: HashMap<String, Arc<ErrorInfo>, Hashing>,
+    pub dlq_errors: IndexMap<DlqErrorKey, Arc<ErrorInfo>, Hashing>,
 }
 
 impl DecodeMemo {

@@ -143,6 +143,10 @@ fn topic_table(topics: TopicsArg) -> PyResult<HashMap<String, TopicCtx>> {
         .collect()
 }
 
+fn frame_of(data: &[u8]) -> PyResult<Frame<'_>> {
+    frame(data).map_err(|e| PyValueError::new_err(e.to_string()))
+}
+
 /// A decoder with its memos, for a stream of frames (the tests' and the bench's handle).
 #[pyclass(module = "offsetd_native")]
 pub struct Decoder {
@@ -152,7 +156,7 @@ pub struct Decoder {
 
 impl Decoder {
     fn outcomes(&mut self, data: &[u8]) -> PyResult<Vec<Result<String, Left>>> {
-        let frame = frame(data).map_err(|e| PyValueError::new_err(e.to_string()))?;
+        let frame = frame_of(data)?;
         let contexts: Vec<Option<&TopicCtx>> =
             frame.topics.iter().map(|t| self.topics.get(*t)).collect();
         Ok(frame
@@ -182,6 +186,21 @@ impl Decoder {
     /// Per record of the frame: its event's JSON, or None (left to Python).
     fn frame_events(&mut self, frame: &[u8]) -> PyResult<Vec<Option<String>>> {
         Ok(self.outcomes(frame)?.into_iter().map(Result::ok).collect())
+    }
+
+    /// How many records of the frame are events here (none written out): the decoding's own
+    /// time, for the bench.
+    fn frame_event_count(&mut self, frame: &[u8]) -> PyResult<usize> {
+        let frame = frame_of(frame)?;
+        let mut count = 0;
+        for raw in &frame.records {
+            if let Some(topic) = self.topics.get(raw.topic) {
+                if let Decoded::Event(_) = decode(raw, topic, &mut self.memo) {
+                    count += 1;
+                }
+            }
+        }
+        Ok(count)
     }
 
     /// Per record of the frame: (its event's JSON, None) or (None, why Python decodes it).

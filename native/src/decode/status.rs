@@ -10,7 +10,7 @@
 
 use super::json::{object_fields, Item, Refusal, Text};
 use super::memo::{DecodeMemo, Head, StatusFields};
-use super::text::{head_chars, number};
+use super::text::{head_chars, number, utf8};
 use super::trace::{trace_error, TRACE_HEAD_CHARS};
 use super::{Left, RawRef};
 use crate::event::{
@@ -50,7 +50,7 @@ enum KeyHead<'a> {
 }
 
 fn key_head(key: &[u8]) -> Result<KeyHead<'_>, Left> {
-    let key = std::str::from_utf8(key).map_err(|_| Left::Malformed)?;
+    let key = utf8(key).ok_or(Left::Malformed)?;
     if let Some(connector) = key.strip_prefix(CONNECTOR) {
         if connector.is_empty() {
             return Err(Left::Malformed);
@@ -161,7 +161,7 @@ fn optional_text<'a>(item: &'a Option<Item<'_>>) -> Result<Option<&'a Text<'a>>,
 }
 
 fn checked_fields(value: &[u8], memo: &mut DecodeMemo) -> Result<StatusFields, Left> {
-    let text = std::str::from_utf8(value).map_err(|_| Left::Malformed)?;
+    let text = utf8(value).ok_or(Left::Malformed)?;
     let found =
         object_fields(text, ["state", "generation", "trace", "worker_id"]).map_err(refused)?;
     let [state, generation, trace, worker_id] = found.ok_or(Left::Malformed)?;
@@ -228,7 +228,7 @@ fn topic_status(cluster: &str, raw: &RawRef<'_>, key: &str) -> Result<Event, Lef
 
 /// The task and discovery time of `{"topic": {"task": ..., "discoverTimestamp": ...}}`.
 fn topic_fields(value: &[u8]) -> Result<(i64, i64), Left> {
-    let text = std::str::from_utf8(value).map_err(|_| Left::Malformed)?;
+    let text = utf8(value).ok_or(Left::Malformed)?;
     let [topic] = object_fields(text, ["topic"])
         .map_err(refused)?
         .ok_or(Left::Malformed)?;

@@ -139,9 +139,11 @@ def check(records: list[RawRecord], topics: list[str], dlq_cut: bool) -> list[tu
     cold = assert_same_outcomes(frame)
     warm = assert_same_outcomes(frame, SHARED)
     assert cold == warm
-    assert offsetd_native.decode_frame_events(frame, TOPICS) == [
-        made for made, _ in offsetd_native.Decoder(TOPICS).frame_outcomes(frame)
-    ]
+    events = offsetd_native.decode_frame_events(frame, TOPICS)
+    assert events == [made for made, _ in offsetd_native.Decoder(TOPICS).frame_outcomes(frame)]
+    assert offsetd_native.Decoder(TOPICS).frame_event_count(frame) == len(events) - events.count(
+        None
+    )
     return cold
 
 
