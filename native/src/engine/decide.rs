@@ -75,6 +75,36 @@ impl Engine {
         meta_known: bool,
         now_ms: i64,
     ) -> Result<Vec<Firing>, Refusal> {
+        self.decide_counted(state, event, matched, waiting, meta_known, now_ms, &mut [])
+    }
+
+    /// Whether `decide` would leave this event to Python before touching the state (the
+    /// owner asks for a whole frame first: a frame is decided wholly here or wholly there).
+    pub fn refusal(&self, event: &Event, now_ms: i64) -> Option<Refusal> {
+        let time_ms = event.source().timestamp_ms;
+        let limit = -TIME_LIMIT..=TIME_LIMIT;
+        if !limit.contains(&time_ms) || !limit.contains(&now_ms) {
+            return Some(Refusal::TimeOutOfRange);
+        }
+        match record_text(event) {
+            Some(text) if parse_record(&text).is_none() => Some(Refusal::RecordOutOfRange),
+            _ => None,
+        }
+    }
+
+    /// `decide`, also counting in `matches[rule]` every rule that sees the event (matched and
+    /// not stale: what `on_match` is told in Python); an empty `matches` counts nothing.
+    #[allow(clippy::too_many_arguments)]
+    pub fn decide_counted(
+        &self,
+        state: &mut State,
+        event: &Event,
+        matched: &[usize],
+        waiting: &[usize],
+        meta_known: bool,
+        now_ms: i64,
+        matches: &mut [u64],
+    ) -> Result<Vec<Firing>, Refusal> {
         let source = event.source();
         let time_ms = source.timestamp_ms;
         let limit = -TIME_LIMIT..=TIME_LIMIT;
@@ -141,7 +171,7 @@ impl Engine {
         let firings = if matched.is_empty() {
             Vec::new()
         } else {
-            self.match_rules(state, event, matched, record, now_ms)?
+            self.match_rules(state, event, matched, record, now_ms, matches)?
         };
         if !meta_known && !self.set.meta_rules.is_empty() {
             self.defer(state, event, waiting, now_ms);
@@ -157,6 +187,7 @@ impl Engine {
         matched: &[usize],
         record: Option<Arc<str>>,
         now_ms: i64,
+        matches: &mut [u64],
     ) -> Result<Vec<Firing>, Refusal> {
         let source = event.source();
         let time_ms = source.timestamp_ms;
@@ -170,6 +201,9 @@ impl Engine {
             let within = part.within_ms;
             if age > within {
                 continue; // stale: a replayed or late record never fires (nor counts)
+            }
+            if let Some(count) = matches.get_mut(index) {
+                *count += 1; // on_match
             }
             if record.is_none() && part.keys_record {
                 continue; // counted per record, and this event names none
