@@ -179,7 +179,9 @@ impl Facts<'_> {
                 self.meta.is_some_and(|m| m.connector_type == *wanted)
             }
             Condition::TaskId(ids) => event.task_id().is_some_and(|id| ids.contains(&id)),
-            Condition::State(states) => event.state().is_some_and(|s| states.iter().any(|w| w == s)),
+            Condition::State(states) => {
+                event.state().is_some_and(|s| states.iter().any(|w| w == s))
+            }
             Condition::Progress => false,
             Condition::OriginTopic(names) => match event {
                 Event::Dlq(dlq) => dlq.record.as_ref().is_some_and(|r| names.matches(&r.topic)),
@@ -209,15 +211,23 @@ impl Facts<'_> {
         answer
     }
 
-    fn answer(&mut self, condition: &Condition, error: Option<&ErrorInfo>) -> Result<bool, Undecided> {
+    fn answer(
+        &mut self,
+        condition: &Condition,
+        error: Option<&ErrorInfo>,
+    ) -> Result<bool, Undecided> {
         Ok(match condition {
             Condition::Stage(stages, _) => error
                 .and_then(|e| e.stage.as_deref())
                 .is_some_and(|s| stages.iter().any(|w| w == s)),
             Condition::Failure(wanted, _) => wanted.contains(&self.failure(error)?),
             Condition::ExceptionClass(names, _) => error.is_some_and(|e| {
-                e.exception_class.as_deref().is_some_and(|c| names.matches(c))
-                    || e.root_cause_class.as_deref().is_some_and(|c| names.matches(c))
+                e.exception_class
+                    .as_deref()
+                    .is_some_and(|c| names.matches(c))
+                    || e.root_cause_class
+                        .as_deref()
+                        .is_some_and(|c| names.matches(c))
             }),
             Condition::RootCauseClass(names, _) => error
                 .and_then(|e| e.root_cause_class.as_deref())

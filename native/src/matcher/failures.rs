@@ -48,8 +48,14 @@ use FailureClass::{Configuration as C, PoisonRecord as P, Transient as T};
 /// `CATALOG`, in its order: exact names first, then the globs in this order.
 pub const CATALOG: &[(&str, FailureClass)] = &[
     ("org.apache.kafka.common.config.ConfigException", C),
-    ("org.apache.kafka.common.errors.InvalidConfigurationException", C),
-    ("org.apache.kafka.common.errors.UnsupportedVersionException", C),
+    (
+        "org.apache.kafka.common.errors.InvalidConfigurationException",
+        C,
+    ),
+    (
+        "org.apache.kafka.common.errors.UnsupportedVersionException",
+        C,
+    ),
     ("org.apache.kafka.common.errors.InvalidTopicException", C),
     ("org.apache.kafka.common.errors.*AuthenticationException", C),
     ("org.apache.kafka.common.errors.*AuthorizationException", C),
@@ -65,7 +71,10 @@ pub const CATALOG: &[(&str, FailureClass)] = &[
     ("java.nio.file.NotDirectoryException", C),
     ("org.apache.kafka.connect.errors.DataException", P),
     ("org.apache.kafka.connect.errors.SchemaBuilderException", P),
-    ("org.apache.kafka.connect.errors.SchemaProjectorException", P),
+    (
+        "org.apache.kafka.connect.errors.SchemaProjectorException",
+        P,
+    ),
     ("org.apache.kafka.common.errors.SerializationException", P),
     ("org.apache.kafka.common.errors.RecordTooLargeException", P),
     ("org.apache.kafka.common.errors.InvalidRecordException", P),
@@ -83,15 +92,33 @@ pub const CATALOG: &[(&str, FailureClass)] = &[
     ("org.apache.kafka.common.errors.TimeoutException", T),
     ("org.apache.kafka.common.errors.NetworkException", T),
     ("org.apache.kafka.common.errors.DisconnectException", T),
-    ("org.apache.kafka.common.errors.NotLeaderOrFollowerException", T),
-    ("org.apache.kafka.common.errors.LeaderNotAvailableException", T),
-    ("org.apache.kafka.common.errors.NotEnoughReplicas*Exception", T),
+    (
+        "org.apache.kafka.common.errors.NotLeaderOrFollowerException",
+        T,
+    ),
+    (
+        "org.apache.kafka.common.errors.LeaderNotAvailableException",
+        T,
+    ),
+    (
+        "org.apache.kafka.common.errors.NotEnoughReplicas*Exception",
+        T,
+    ),
     ("org.apache.kafka.common.errors.Coordinator*Exception", T),
     ("org.apache.kafka.common.errors.NotCoordinatorException", T),
-    ("org.apache.kafka.common.errors.UnknownTopicOrPartitionException", T),
+    (
+        "org.apache.kafka.common.errors.UnknownTopicOrPartitionException",
+        T,
+    ),
     ("org.apache.kafka.common.errors.KafkaStorageException", T),
-    ("org.apache.kafka.common.errors.RebalanceInProgressException", T),
-    ("org.apache.kafka.common.errors.ThrottlingQuotaExceededException", T),
+    (
+        "org.apache.kafka.common.errors.RebalanceInProgressException",
+        T,
+    ),
+    (
+        "org.apache.kafka.common.errors.ThrottlingQuotaExceededException",
+        T,
+    ),
     ("java.net.ConnectException", T),
     ("java.net.SocketException", T),
     ("java.net.SocketTimeoutException", T),
@@ -220,7 +247,9 @@ pub fn class_lines(head: &str) -> Result<Vec<&str>, Undecided> {
     for line in head.split('\n') {
         let rest = line.strip_prefix(CAUSED_BY).unwrap_or(line);
         let bytes = rest.as_bytes();
-        let Some(&first) = bytes.first() else { continue };
+        let Some(&first) = bytes.first() else {
+            continue;
+        };
         if !(first.is_ascii_alphabetic() || first == b'_' || first == b'$') {
             continue; // without the prefix, "Caused" then a space is no dotted name either
         }

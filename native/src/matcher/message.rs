@@ -29,7 +29,10 @@ pub struct Required {
 #[derive(Debug, Clone)]
 enum Search {
     /// `_substrings(plain, folded)`: `folded` lower-cased, ASCII.
-    Substrings { plain: Vec<String>, folded: Vec<String> },
+    Substrings {
+        plain: Vec<String>,
+        folded: Vec<String>,
+    },
     Regex {
         regex: regex::Regex,
         required: Option<Required>,

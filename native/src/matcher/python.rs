@@ -73,7 +73,9 @@ impl PyMatcher {
 #[pyo3(signature = (error_json))]
 fn classify(error_json: Option<&str>) -> PyResult<Option<(String, String)>> {
     let error: Option<ErrorInfo> = match error_json {
-        Some(text) => Some(serde_json::from_str(text).map_err(|e| PyValueError::new_err(e.to_string()))?),
+        Some(text) => {
+            Some(serde_json::from_str(text).map_err(|e| PyValueError::new_err(e.to_string()))?)
+        }
         None => None,
     };
     Ok(Classifier::new()
@@ -97,9 +99,8 @@ fn failure_catalog() -> Vec<(String, String)> {
 fn regex_matches(pattern: &str, text: &str, how: &str) -> PyResult<bool> {
     let regex = match how {
         "search" => names::search_regex(&[pattern.to_string()]),
-        "fullmatch" => re2::translate(pattern).and_then(|t| {
-            regex::Regex::new(&format!(r"\A(?:{t})\z")).map_err(|e| e.to_string())
-        }),
+        "fullmatch" => re2::translate(pattern)
+            .and_then(|t| regex::Regex::new(&format!(r"\A(?:{t})\z")).map_err(|e| e.to_string())),
         other => return Err(PyValueError::new_err(format!("how: {other:?}"))),
     }
     .map_err(PyValueError::new_err)?;

@@ -34,7 +34,9 @@ pub fn translate(pattern: &str) -> Result<String, String> {
         saw_non_ascii: false,
         saw_negated_in_set: false,
     };
-    parser.run().map_err(|why| format!("regex {pattern:?}: {why}"))?;
+    parser
+        .run()
+        .map_err(|why| format!("regex {pattern:?}: {why}"))?;
     if parser.saw_fold_flag && (parser.saw_non_ascii || parser.saw_negated_in_set) {
         return Err(format!(
             "regex {pattern:?}: case folding (the i flag) with non-ASCII characters or a \
@@ -133,7 +135,11 @@ fn write_set(out: &mut String, negated: bool, ranges: &[(u32, u32)]) {
         }
     }
     if body.is_empty() {
-        out.push_str(if negated { "[\\x{0}-\\x{10FFFF}]" } else { "[^\\x{0}-\\x{10FFFF}]" });
+        out.push_str(if negated {
+            "[\\x{0}-\\x{10FFFF}]"
+        } else {
+            "[^\\x{0}-\\x{10FFFF}]"
+        });
         return;
     }
     out.push('[');
@@ -347,7 +353,11 @@ impl Parser {
                     if negated && !saw {
                         return Err("a flags group with a bare -".into());
                     }
-                    let flags = if off.is_empty() { on } else { format!("{on}-{off}") };
+                    let flags = if off.is_empty() {
+                        on
+                    } else {
+                        format!("{on}-{off}")
+                    };
                     if c == ':' {
                         self.out.push_str(&format!("(?{flags}:"));
                         self.depth += 1;

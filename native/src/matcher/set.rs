@@ -10,7 +10,7 @@
 //! borrowed strings: nothing is allocated on a hit.
 
 use std::collections::HashMap;
-use std::hash::{BuildHasher, Hash, Hasher};
+use std::hash::{BuildHasher, Hash};
 use std::sync::Arc;
 
 use crate::event::{ErrorInfo, Event, Kind};
@@ -184,9 +184,7 @@ impl Matcher {
     }
 
     fn hash_of(&self, value: impl Hash) -> u64 {
-        let mut hasher = self.hasher.build_hasher();
-        value.hash(&mut hasher);
-        hasher.finish()
+        self.hasher.hash_one(value)
     }
 
     /// `_entry`: the event's candidates, found once per key.
