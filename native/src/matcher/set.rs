@@ -78,7 +78,8 @@ pub struct Matcher {
     rules: Vec<Rule>,
     meta_rules: Vec<usize>,
     classifier: Classifier,
-    hasher: std::collections::hash_map::RandomState,
+    /// foldhash: a fast hash of the short keys looked up for every event (seeded per matcher)
+    hasher: foldhash::fast::RandomState,
     candidates: HashMap<u64, Vec<CandidateEntry>>,
     candidate_count: usize,
     next_id: u64,
@@ -147,7 +148,7 @@ impl Matcher {
             rules,
             meta_rules,
             classifier: Classifier::new(),
-            hasher: std::collections::hash_map::RandomState::new(),
+            hasher: foldhash::fast::RandomState::default(),
             candidates: HashMap::new(),
             candidate_count: 0,
             next_id: 0,
