@@ -53,6 +53,7 @@ from offsetd import audit
 from offsetd.engine import ConnectorState
 from offsetd.engine.batch import decide_batch
 from offsetd.engine.cache import StateCache
+from offsetd.engine.compiled import CompiledOwner
 from offsetd.engine.decide import decide, decide_firings
 from offsetd.engine.decision import audit_json
 from offsetd.engine.tally import DEFAULT_WINDOW_MS, fold_suppressed, tally_record
@@ -210,6 +211,116 @@ def audit_digest(pipe: Pipeline, recs: list[RawRecord]) -> None:
     print(f"audit: {written:,} records and the states, digest {h.hexdigest()}")
 
 
+def compiled_owner(pipe: Pipeline) -> CompiledOwner:
+    owner, why = CompiledOwner.create(pipe.rules, {TOPIC: (CLUSTER, "shape")}, DEFAULT_WINDOW_MS)
+    if owner is None:
+        sys.exit(why)
+    return owner
+
+
+def compiled_frame(
+    owner: CompiledOwner, pipe: Pipeline, cache: StateCache, key: str, value: bytes
+) -> tuple[int, list[Any], list[dict[str, Any]], Any] | None:
+    """One frame as the compiled owner decides it: (applied, planned decisions, tally
+    records, the compiled state), or None when the frame is the Python engine's."""
+    state = cache.get_compiled(key)
+    if state is None:
+        return None
+    meta = pipe.metas.get(key.partition("/")[2])
+    outcome = owner.decide_frame(state, value, meta, None)  # now = each event's time
+    if outcome is None:
+        return None
+    return outcome.applied, owner.planned(outcome), owner.tallies(outcome), state
+
+
+def compiled_digest(pipe: Pipeline, recs: list[RawRecord]) -> None:
+    """`audit_digest` with the compiled owner deciding every frame it can (the Python engine
+    the others): equal digests, the same audit records and states, byte for byte."""
+    owner = compiled_owner(pipe)
+    audit.Producer = _Producer  # type: ignore[attr-defined,assignment]  # nothing leaves the process
+    log = audit.AuditLog({})
+    producer: _Producer = log._producer  # type: ignore[assignment]
+    h = hashlib.sha256()
+    store: dict[str, Any] = {}
+    cache = StateCache(store)
+    written = compiled = 0
+
+    async def replay() -> None:
+        nonlocal written, compiled
+        for key, value in frames_of(recs):
+            done = compiled_frame(owner, pipe, cache, key, value)
+            if done is not None:
+                compiled += 1
+                applied, planned, updates, state = done
+                if updates and not planned:
+                    log.write_soon(updates)
+                elif planned:
+                    records = [d.audit_record(pipe.rules) for d in planned]
+                    await log.write_many(records, updates=updates)
+            else:
+                state = cache.get(key)
+                applied, firings = decide_batch(
+                    state,
+                    decode_frame(value),
+                    decoder,
+                    pipe.rules,
+                    lambda e: pipe.metas.get(e.connector),
+                    lambda e: e.source.timestamp_ms,
+                )
+                if firings:
+                    planned, tallies = fold_suppressed(state, firings, DEFAULT_WINDOW_MS)
+                    py_updates = [tally_record(state, t, DEFAULT_WINDOW_MS) for t in tallies]
+                    if not planned:
+                        log.write_soon(py_updates)
+                    else:
+                        records = [d.audit_record(pipe.rules) for d in planned]
+                        await log.write_many(records, updates=py_updates)
+            for topic_key, topic_value in producer.produced:
+                h.update(b"%d:%b%d:%b" % (len(topic_key), topic_key, len(topic_value), topic_value))
+            written += len(producer.produced)
+            producer.produced.clear()
+            if applied:
+                cache.put(key, state)
+                h.update(store[key].encode())
+
+    asyncio.run(replay())
+    frames = len(frames_of(recs))
+    print(f"audit: {written:,} records and the states, digest {h.hexdigest()}")
+    print(f"       (compiled: {compiled:,} of {frames:,} frames; the Python engine the others)")
+
+
+def compiled_timing(pipe: Pipeline, recs: list[RawRecord], repeat: int) -> None:
+    """`timing` with the compiled owner: per frame `decide_frame` (decode, match, decide,
+    fold), the planned decisions' and tallies' audit bytes as the audit encodes them, and the
+    state's JSON (`StateCache.put`)."""
+    owner = compiled_owner(pipe)
+    frames = frames_of(recs)
+    for _ in range(repeat):
+        cache = StateCache({})
+        written = python = 0
+        began = time.process_time()
+        for key, value in frames:
+            state = cache.get_compiled(key)
+            outcome = None
+            if state is not None:
+                meta = pipe.metas.get(key.partition("/")[2])
+                outcome = owner.decide_frame(state, value, meta, None)
+            if outcome is None:
+                python += 1
+                continue
+            for planned in owner.planned(outcome):
+                audit_json(planned.audit_record(pipe.rules))
+            written += len(outcome.planned) + len(outcome.tallies)
+            if outcome.applied:
+                cache.put(key, state)
+        spent = time.process_time() - began
+        per = spent / len(recs) * 1e6
+        print(
+            f"{per:.1f} us CPU per record, compiled ({len(frames):,} frames, {python} left to "
+            f"Python and not timed, {written:,} audit records)"
+        )
+
+
 def frames_of(recs: list[RawRecord]) -> list[tuple[str, bytes]]:
     """The records framed as the ingest frames them (batches of 5,000): (owner, frame)."""
     frames: list[tuple[str, bytes]] = []
@@ -254,6 +365,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("mode", choices=("digest", "time"))
     parser.add_argument(
+        "--engine",
+        choices=("python", "compiled"),
+        default="python",
+        help="compiled: the compiled owner (native/) decides the frames it can",
+    )
+    parser.add_argument(
         "--records-file",
         type=Path,
         default=Path(tempfile.gettempdir()) / "bench-daemon-copy.pickle",
@@ -268,9 +385,13 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="engine-replay-rules-") as folder:
         write_rules(Path(folder))
         pipe = Pipeline(load_rules(Path(folder)))
-    if args.mode == "digest":
+    if args.mode == "digest" and args.engine == "compiled":
+        compiled_digest(pipe, recs)
+    elif args.mode == "digest":
         digest(pipe, recs)
         audit_digest(pipe, recs)
+    elif args.engine == "compiled":
+        compiled_timing(pipe, recs, args.repeat)
     else:
         timing(pipe, recs, args.repeat)
 

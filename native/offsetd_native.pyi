@@ -193,3 +193,50 @@ def regex_matches(pattern: str, text: str, how: str) -> bool:
 def glob_matches(pattern: str, name: str) -> bool:
     """`fnmatch.fnmatchcase(name, pattern)` as the matcher runs it; ValueError when Python
     could not compile the glob."""
+
+class FrameOutcome:
+    """What a frame decided by the compiled owner hands back (`Owner.decide_frame`)."""
+
+    applied: int
+    """Events applied (0: the state did not change and need not be written)."""
+    planned: list[str]
+    """The planned decisions, in order: each `Decision.model_dump_json()`."""
+    tallies: list[str]
+    """The tallies the frame changed, in order: each `json.dumps(tally_record(...))`."""
+    decisions: list[tuple[str, str, str, str | None, int]]
+    """(rule, mode, outcome, reason, count) of every firing ("planned" with no reason, or
+    "suppressed" and its reason), in order of first firing."""
+    matches: list[tuple[str, int]]
+    """(rule, count): the rules that saw an event (`on_match`), in load order."""
+    events: list[tuple[str, str, int]]
+    """(kind, topic, count) of the events applied, in order of first event."""
+    times: list[tuple[str, int]]
+    """(kind, event time in ms) of every applied event that is not a DLQ record, in order."""
+    failures: list[tuple[int, str | None]]
+    """The suppressed firings caused by failures, as the breaker reads them: (decided at,
+    record text), distinct, in order."""
+
+class Owner:
+    """The compiled owner of a rule set: decodes, matches and decides whole frames."""
+
+    def __init__(
+        self,
+        program_json: str,
+        topics: dict[str, tuple[str, str]],
+        window_ms: int,
+        max_keys: int = 128,
+    ) -> None:
+        """`program_json`: `rule_program(rules)`; `topics`: topic -> (Connect cluster,
+        "status" | "dlq" | "offsets" | "shape"). ValueError when the rule set is one the
+        compiled parts cannot decide exactly."""
+
+    def decide_frame(
+        self,
+        state: State,
+        data: bytes,
+        meta: tuple[str, str] | None,
+        now_ms: int | None,
+    ) -> FrameOutcome | None:
+        """One frame on `state` (updated in place), with the connector's (class, type) if
+        known, at `now_ms` (None: each event's own time). None: the frame is the Python
+        engine's (a record, an answer or a time the compiled path leaves), nothing changed."""

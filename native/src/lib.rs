@@ -11,6 +11,7 @@ pub mod engine;
 pub mod event;
 pub mod ingest;
 pub mod matcher;
+pub mod owner;
 pub mod program;
 
 #[pymodule]
@@ -21,6 +22,7 @@ fn offsetd_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     matcher::register(m)?;
     engine::register(m)?;
     ingest::register(m)?;
+    owner::register(m)?;
     Ok(())
 }
 

@@ -8,6 +8,10 @@ object that was set, while changelog recovery or a rebalance puts another object
 then the state is parsed again. `get` hands out the cached object itself (updated in place by
 `decide`): after a failure mid-update the caller `forget`s it, and the next `get` re-reads the
 durable text. Pure: the store is any mutable mapping.
+
+A state may be held as the compiled engine's (`offsetd.engine.compiled`): both write the same
+JSON, so `get` and `get_compiled` each read the other's text when the connector switches
+engines (a frame the compiled path leaves to Python), and reuse their own object otherwise.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from __future__ import annotations
 from collections.abc import MutableMapping
 from typing import Any
 
+from offsetd.engine.compiled import compiled_state
 from offsetd.engine.state import ConnectorState
 
 __all__ = ["StateCache"]
@@ -27,7 +32,7 @@ class StateCache:
 
     def __init__(self, store: MutableMapping[str, Any]) -> None:
         self._store = store
-        self._live: dict[str, tuple[str, ConnectorState]] = {}
+        self._live: dict[str, tuple[str, Any]] = {}  # a ConnectorState or a compiled State
         self.hits = 0
         self.misses = 0
 
@@ -36,7 +41,12 @@ class StateCache:
         it, else parsed from the store (and remembered with that text)."""
         stored = self._store.get(key)
         cached = self._live.get(key)
-        if cached is not None and stored is not None and cached[0] is stored:
+        if (
+            cached is not None
+            and stored is not None
+            and cached[0] is stored
+            and type(cached[1]) is ConnectorState
+        ):
             self.hits += 1
             return cached[1]
         self.misses += 1
@@ -47,8 +57,30 @@ class StateCache:
             self._live.pop(key, None)
         return state
 
-    def put(self, key: str, state: ConnectorState) -> None:
-        """Write `state` to the store (as JSON text) and keep it decoded."""
+    def get_compiled(self, key: str) -> Any:
+        """`get` for the compiled engine: its state (an `offsetd_native.State`), or None when
+        it cannot continue the stored one exactly (the Python engine decides, `get`)."""
+        stored = self._store.get(key)
+        cached = self._live.get(key)
+        if (
+            cached is not None
+            and stored is not None
+            and cached[0] is stored
+            and type(cached[1]) is not ConnectorState
+        ):
+            self.hits += 1
+            return cached[1]
+        self.misses += 1
+        state = compiled_state(stored)
+        if stored and state is not None:
+            self._live[key] = (stored, state)
+        else:
+            self._live.pop(key, None)
+        return state
+
+    def put(self, key: str, state: Any) -> None:
+        """Write `state` (a ConnectorState, or a compiled State) to the store (as JSON text)
+        and keep it decoded."""
         text = state.to_json()
         self._store[key] = text
         self._live[key] = (text, state)
