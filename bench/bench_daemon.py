@@ -72,6 +72,7 @@ from offsetd.audit import AuditLog
 from offsetd.engine import ConnectorMeta, ConnectorState, Decision
 from offsetd.engine.batch import decide_batch
 from offsetd.engine.cache import StateCache
+from offsetd.engine.compiled import CompiledOwner
 from offsetd.engine.decide import decide_firings
 from offsetd.engine.decision import Firing
 from offsetd.engine.tally import DEFAULT_WINDOW_MS, fold_suppressed, tally_record
@@ -1135,6 +1136,8 @@ FAUST_MODES = {
     "app-audit": "(f): (e) + the audit as app.py writes it: planned decisions and tallies of "
     "suppressed ones, AuditLog.write_many per frame",
     "app-audit-each": "(f1): (e) + every decision audited, one AuditLog.write per decision",
+    "app-audit-compiled": "(f-compiled): (f) with the compiled owner (native/) deciding each "
+    "frame it can, the Python engine the others",
     "app-relay": "diagnostic: (e)'s transport alone: ingest, frames, decode_frame, no decide",
     "hop-faust": "(h-faust): (h)'s relay, read back by a faust agent counting records",
 }
@@ -1242,9 +1245,13 @@ def faust_child(
         return
 
     if mode.startswith("app"):
-        audit = {"app": "", "app-audit": "many", "app-audit-each": "each", "app-relay": "relay"}[
-            mode
-        ]
+        audit = {
+            "app": "",
+            "app-audit": "many",
+            "app-audit-compiled": "compiled",
+            "app-audit-each": "each",
+            "app-relay": "relay",
+        }[mode]
         _app_path(app, bootstrap, table, pipe, progress, total, finish, audit)
         worker.execute_from_commandline()
         return
@@ -1337,7 +1344,13 @@ def _app_path(
     events_name, events = _events_topic(app, str)
     cache = StateCache(table)
     conf = {"bootstrap.servers": bootstrap}
-    log = AuditLog(conf, f"{app.conf.id}-audit") if audit in ("many", "each") else None
+    log = AuditLog(conf, f"{app.conf.id}-audit") if audit in ("many", "each", "compiled") else None
+    owner: CompiledOwner | None = None
+    if audit == "compiled":
+        topics = {TOPIC: (CLUSTER, "shape")}
+        owner, why = CompiledOwner.create(pipe.rules, topics, DEFAULT_WINDOW_MS)
+        if owner is None:
+            raise SystemExit(why)
     if log is not None:
         log.start()  # a fresh topic: nothing seen yet
 
@@ -1383,6 +1396,15 @@ def _app_path(
         async for key, value in stream.items():
             if "main_cpu0" not in progress:
                 progress["main_cpu0"] = time.thread_time()
+            if owner is not None:  # (f-compiled): no decode_frame in Python
+                done = await _compiled_frame(owner, cache, pipe, log, key, value)
+                if done is not None:
+                    progress["count"] += done
+                    if progress["count"] >= total:
+                        progress["main_cpu"] = time.thread_time() - progress["main_cpu0"]
+                        ingest.stop(0)
+                        finish()
+                    continue
             records = decode_frame(value)
             if audit == "relay":  # the transport alone: no state, no decision
                 progress["count"] += len(records)
@@ -1427,6 +1449,38 @@ def _app_path(
                 progress["main_cpu"] = time.thread_time() - progress["main_cpu0"]
                 ingest.stop(0)
                 finish()
+
+
+async def _compiled_frame(
+    owner: CompiledOwner,
+    cache: StateCache,
+    pipe: Pipeline,
+    log: AuditLog | None,
+    key: str,
+    value: bytes,
+) -> int | None:
+    """(f-compiled): one frame decided by the compiled owner, audited as (f) audits: its
+    record count; None when the frame is the Python engine's (nothing changed)."""
+    state = cache.get_compiled(key)
+    if state is None:
+        return None
+    outcome = owner.decide_frame(state, value, pipe.metas.get(key.partition("/")[2]), None)
+    if outcome is None:
+        return None
+    pipe.events += outcome.applied
+    for rule, _mode, decided, _reason, count in outcome.decisions:
+        pipe.decisions[f"{rule}:{decided}"] += count
+    for rule, count in outcome.matches:
+        pipe.matches[rule] += count
+    if log is not None:
+        planned, updates = owner.planned(outcome), owner.tallies(outcome)
+        if planned:
+            await log.write_many([d.audit_record(pipe.rules) for d in planned], updates=updates)
+        elif updates:
+            log.write_soon(updates)
+    if outcome.applied:
+        cache.put(key, state)
+    return outcome.records
 
 
 def faust_round(conf: dict[str, str], rules_dir: Path, mode: str, limit: int) -> Result:
@@ -1499,6 +1553,10 @@ READERS: dict[str, tuple[str, Reader]] = {
     "e": ("(e) app path: ingest + frames, Table", faust_reader("app", whole=True)),
     "f": ("(f) (e) + audit, write_many per frame", faust_reader("app-audit", whole=True)),
     "f1": ("(f1) (e) + audit, write per decision", faust_reader("app-audit-each", whole=True)),
+    "f-compiled": (
+        "(f-compiled) (f), frames decided compiled",
+        faust_reader("app-audit-compiled", whole=True),
+    ),
     # diagnostics, not run by default
     "e-relay": (
         "(e) ingest + frames + decode_frame, no decide",
@@ -1518,6 +1576,7 @@ WHOLE = (
     "e",
     "f",
     "f1",
+    "f-compiled",
     "e-relay",
 )  # read the whole topic; the others the first --faust-records
 

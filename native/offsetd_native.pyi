@@ -197,6 +197,8 @@ def glob_matches(pattern: str, name: str) -> bool:
 class FrameOutcome:
     """What a frame decided by the compiled owner hands back (`Owner.decide_frame`)."""
 
+    records: int
+    """The frame's records."""
     applied: int
     """Events applied (0: the state did not change and need not be written)."""
     planned: list[str]

@@ -51,6 +51,8 @@ struct Ready {
 /// What a frame decided here hands back to Python.
 #[pyclass(module = "offsetd_native", frozen, get_all)]
 pub struct FrameOutcome {
+    /// The frame's records.
+    pub records: usize,
     /// Events applied (0: the state did not change and need not be written).
     pub applied: usize,
     /// The planned decisions, in order: each `Decision.model_dump_json()`.
@@ -126,9 +128,13 @@ impl Owner {
     /// Decide one frame of a connector's records on `state` (updated in place), with the
     /// connector's metadata (class, type) if known, at `now_ms` (None: each event's own time,
     /// as if tailing live: the bench). None: the frame is Python's (nothing was changed).
+    ///
+    /// The work runs without the GIL (it reads and writes only Rust's data and the frame's
+    /// immutable bytes): the ingest's thread runs its Python meanwhile, on the other core.
     #[pyo3(signature = (state, data, meta, now_ms))]
     fn decide_frame(
         &mut self,
+        py: Python<'_>,
         mut state: PyRefMut<'_, PyState>,
         data: &[u8],
         meta: Option<(String, String)>,
@@ -138,8 +144,11 @@ impl Owner {
             connector_class,
             connector_type,
         });
-        let ready = self.scan(data, meta.as_ref(), now_ms)?;
-        Some(self.decide(&mut state.inner, ready, meta.is_some(), now_ms))
+        let inner = &mut state.inner;
+        py.detach(|| {
+            let ready = self.scan(data, meta.as_ref(), now_ms)?;
+            Some(self.decide(inner, ready, meta.is_some(), now_ms))
+        })
     }
 }
 
@@ -189,6 +198,7 @@ impl Owner {
     ) -> FrameOutcome {
         let mut matches = vec![0u64; self.engine.rules.len()];
         let mut firings: Vec<Firing> = Vec::new();
+        let records = ready.len();
         let mut applied = 0usize;
         let mut events: Vec<(String, String, u64)> = Vec::new();
         let mut times: Vec<(String, i64)> = Vec::new();
@@ -281,6 +291,7 @@ impl Owner {
             .map(|(rule, count)| (rule.name.to_string(), count))
             .collect();
         FrameOutcome {
+            records,
             applied,
             planned,
             tallies,
