@@ -1253,6 +1253,18 @@ def faust_child(
             "app-relay": "relay",
         }[mode]
         _app_path(app, bootstrap, table, pipe, progress, total, finish, audit)
+        profile = os.environ.get("BENCH_PROFILE")  # diagnostics: the faust thread's profile
+        if profile:
+            import cProfile  # noqa: PLC0415 - only when asked
+
+            profiler = cProfile.Profile()
+            profiler.enable()
+            try:
+                worker.execute_from_commandline()
+            finally:
+                profiler.disable()
+                profiler.dump_stats(f"{profile}.{mode}")
+            return
         worker.execute_from_commandline()
         return
 
@@ -1472,12 +1484,14 @@ async def _compiled_frame(
         pipe.decisions[f"{rule}:{decided}"] += count
     for rule, count in outcome.matches:
         pipe.matches[rule] += count
-    if log is not None:
-        planned, updates = owner.planned(outcome), owner.tallies(outcome)
-        if planned:
-            await log.write_many([d.audit_record(pipe.rules) for d in planned], updates=updates)
+    if log is not None:  # the records as the audit writes them, encoded by the owner
+        records, updates = owner.audit_records(outcome), owner.tally_records(outcome)
+        if records and os.environ.get("BENCH_AUDIT_UNAWAITED"):  # diagnostics: no round trip
+            log.write_soon_encoded(records + updates)
+        elif records:
+            await log.write_many_encoded(records, updates)
         elif updates:
-            log.write_soon(updates)
+            log.write_soon_encoded(updates)
     if outcome.applied:
         cache.put(key, state)
     return outcome.records

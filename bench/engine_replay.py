@@ -220,9 +220,10 @@ def compiled_owner(pipe: Pipeline) -> CompiledOwner:
 
 def compiled_frame(
     owner: CompiledOwner, pipe: Pipeline, cache: StateCache, key: str, value: bytes
-) -> tuple[int, list[Any], list[dict[str, Any]], Any] | None:
-    """One frame as the compiled owner decides it: (applied, planned decisions, tally
-    records, the compiled state), or None when the frame is the Python engine's."""
+) -> tuple[int, list[tuple[str, bytes]], list[tuple[str, bytes]], Any] | None:
+    """One frame as the compiled owner decides it: (applied, the planned decisions' and the
+    tallies' audit records as (id, bytes), the compiled state), or None when the frame is the
+    Python engine's."""
     state = cache.get_compiled(key)
     if state is None:
         return None
@@ -230,7 +231,7 @@ def compiled_frame(
     outcome = owner.decide_frame(state, value, meta, None)  # now = each event's time
     if outcome is None:
         return None
-    return outcome.applied, owner.planned(outcome), owner.tallies(outcome), state
+    return outcome.applied, owner.audit_records(outcome), owner.tally_records(outcome), state
 
 
 def compiled_digest(pipe: Pipeline, recs: list[RawRecord]) -> None:
@@ -251,12 +252,11 @@ def compiled_digest(pipe: Pipeline, recs: list[RawRecord]) -> None:
             done = compiled_frame(owner, pipe, cache, key, value)
             if done is not None:
                 compiled += 1
-                applied, planned, updates, state = done
-                if updates and not planned:
-                    log.write_soon(updates)
-                elif planned:
-                    records = [d.audit_record(pipe.rules) for d in planned]
-                    await log.write_many(records, updates=updates)
+                applied, records, updates, state = done
+                if updates and not records:
+                    log.write_soon_encoded(updates)
+                elif records:
+                    await log.write_many_encoded(records, updates)
             else:
                 state = cache.get(key)
                 applied, firings = decide_batch(
@@ -273,8 +273,8 @@ def compiled_digest(pipe: Pipeline, recs: list[RawRecord]) -> None:
                     if not planned:
                         log.write_soon(py_updates)
                     else:
-                        records = [d.audit_record(pipe.rules) for d in planned]
-                        await log.write_many(records, updates=py_updates)
+                        dicts = [d.audit_record(pipe.rules) for d in planned]
+                        await log.write_many(dicts, updates=py_updates)
             for topic_key, topic_value in producer.produced:
                 h.update(b"%d:%b%d:%b" % (len(topic_key), topic_key, len(topic_value), topic_value))
             written += len(producer.produced)
@@ -308,9 +308,7 @@ def compiled_timing(pipe: Pipeline, recs: list[RawRecord], repeat: int) -> None:
             if outcome is None:
                 python += 1
                 continue
-            for planned in owner.planned(outcome):
-                audit_json(planned.audit_record(pipe.rules))
-            written += len(outcome.planned) + len(outcome.tallies)
+            written += len(owner.audit_records(outcome)) + len(owner.tally_records(outcome))
             if outcome.applied:
                 cache.put(key, state)
         spent = time.process_time() - began

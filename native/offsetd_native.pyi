@@ -8,6 +8,10 @@ __version__: str
 def event_roundtrip(text: str) -> str:
     """An event's `model_dump_json()` read into the compiled event and written back."""
 
+def json_dumps(text: str) -> str:
+    """A JSON text written again as `json.dumps` writes it (what the compiled audit records
+    are made with)."""
+
 class Framer:
     """The ingest's framing (`offsetd.ingest`, `offsetd.events.frames`), byte for byte."""
 
@@ -203,8 +207,14 @@ class FrameOutcome:
     """Events applied (0: the state did not change and need not be written)."""
     planned: list[str]
     """The planned decisions, in order: each `Decision.model_dump_json()`."""
+    audit: list[tuple[str, str]]
+    """Their audit records, in the same order: (decision id, text), each text
+    `audit_json(d.audit_record(rules))` (the rule's spec spliced in when `rule_specs` has
+    it)."""
     tallies: list[str]
     """The tallies the frame changed, in order: each `json.dumps(tally_record(...))`."""
+    tally_audit: list[tuple[str, str]]
+    """The same as (tally id, text): what the audit writes under each id."""
     decisions: list[tuple[str, str, str, str | None, int]]
     """(rule, mode, outcome, reason, count) of every firing ("planned" with no reason, or
     "suppressed" and its reason), in order of first firing."""
@@ -227,10 +237,12 @@ class Owner:
         topics: dict[str, tuple[str, str]],
         window_ms: int,
         max_keys: int = 128,
+        rule_specs: dict[str, str] = ...,
     ) -> None:
         """`program_json`: `rule_program(rules)`; `topics`: topic -> (Connect cluster,
-        "status" | "dlq" | "offsets" | "shape"). ValueError when the rule set is one the
-        compiled parts cannot decide exactly."""
+        "status" | "dlq" | "offsets" | "shape"); `rule_specs`: rule name ->
+        `rule_spec(rule).text` (the planned decisions' audit records carry it). ValueError when
+        the rule set is one the compiled parts cannot decide exactly."""
 
     def decide_frame(
         self,

@@ -167,18 +167,26 @@ class AuditLog:
         suppressed decisions) are records whose latest version replaces the one before under
         the same id: always written, after `records`, the last one per id.
         """
+        return await self.write_many_encoded(
+            [(str(record["id"]), audit_json(record)) for record in records],
+            [(str(update["id"]), audit_json(update)) for update in updates],
+        )
+
+    async def write_many_encoded(
+        self, records: Sequence[tuple[str, bytes]], updates: Sequence[tuple[str, bytes]] = ()
+    ) -> list[bool]:
+        """`write_many` of records already encoded as the audit writes them (id, bytes): what
+        the compiled owner path hands over (`offsetd.engine.compiled`)."""
         fresh: list[tuple[str, bytes]] = []
         flags: list[bool] = []
         batch_ids: set[str] = set()
-        for record in records:
-            decision_id = str(record["id"])
+        for decision_id, value in records:
             new = decision_id not in self._seen and decision_id not in batch_ids
             flags.append(new)
             if new:
                 batch_ids.add(decision_id)
-                fresh.append((decision_id, audit_json(record)))
-        latest = {str(update["id"]): update for update in updates}
-        fresh += [(update_id, audit_json(update)) for update_id, update in latest.items()]
+                fresh.append((decision_id, value))
+        fresh += dict(updates).items()
         if fresh:
             await asyncio.to_thread(self._write_sync, fresh)
             self._seen.update(batch_ids)
@@ -189,7 +197,11 @@ class AuditLog:
 
         Queued to the producer at once (no I/O here); their acknowledgements are collected by
         later calls. A failed one is written again, its latest version, by the next call."""
-        latest = {str(update["id"]): audit_json(update) for update in updates}
+        self.write_soon_encoded([(str(update["id"]), audit_json(update)) for update in updates])
+
+    def write_soon_encoded(self, updates: Sequence[tuple[str, bytes]]) -> None:
+        """`write_soon` of tallies already encoded as the audit writes them (id, bytes)."""
+        latest = dict(updates)
         with self._lock:
             for update_id in self._failed - latest.keys():
                 value = self._unconfirmed.get(update_id)

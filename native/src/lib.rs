@@ -18,6 +18,7 @@ pub mod program;
 fn offsetd_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_function(wrap_pyfunction!(event_roundtrip, m)?)?;
+    m.add_function(wrap_pyfunction!(json_dumps, m)?)?;
     decode::register(m)?;
     matcher::register(m)?;
     engine::register(m)?;
@@ -33,4 +34,15 @@ fn event_roundtrip(text: &str) -> PyResult<String> {
     event::Event::from_json(text)
         .map(|e| e.to_json())
         .map_err(pyo3::exceptions::PyValueError::new_err)
+}
+
+/// A JSON text written again as Python's `json.dumps` writes it (floats as `repr`, `", "` and
+/// `": "`, `ensure_ascii`): what the compiled audit records are made with, for the tests.
+#[pyfunction]
+fn json_dumps(text: &str) -> PyResult<String> {
+    let value: serde_json::Value = serde_json::from_str(text)
+        .map_err(|e| pyo3::exceptions::PyValueError::new_err(e.to_string()))?;
+    let mut out = String::new();
+    engine::pyjson::push_value(&mut out, &value);
+    Ok(out)
 }

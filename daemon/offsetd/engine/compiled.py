@@ -21,7 +21,7 @@ import json
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from offsetd.engine.decision import Decision
+from offsetd.engine.decision import Decision, rule_spec
 from offsetd.rules.models import ConnectorMeta
 from offsetd.rules.program import rule_program
 from offsetd.rules.ruleset import RuleSet
@@ -64,7 +64,8 @@ class CompiledOwner:
         decoder that reads it. ValueError when the rule set is one it cannot decide exactly."""
         assert _native is not None
         self.rules = rules
-        self._owner = _native.Owner(rule_program(rules), dict(topics), window_ms)
+        specs = {rule.name: rule_spec(rule).text for rule in rules}
+        self._owner = _native.Owner(rule_program(rules), dict(topics), window_ms, rule_specs=specs)
 
     @classmethod
     def create(
@@ -96,3 +97,14 @@ class CompiledOwner:
     def tallies(outcome: FrameOutcome) -> list[dict[str, Any]]:
         """The frame's tally audit records (`tally_record`), as the Python engine makes them."""
         return [json.loads(text) for text in outcome.tallies]
+
+    @staticmethod
+    def audit_records(outcome: FrameOutcome) -> list[tuple[str, bytes]]:
+        """The planned decisions' audit records as the audit writes them: (id, bytes)
+        (`AuditLog.write_many_encoded`)."""
+        return [(decision_id, text.encode()) for decision_id, text in outcome.audit]
+
+    @staticmethod
+    def tally_records(outcome: FrameOutcome) -> list[tuple[str, bytes]]:
+        """The tallies' audit records as the audit writes them: (id, bytes)."""
+        return [(tally_id, text.encode()) for tally_id, text in outcome.tally_audit]

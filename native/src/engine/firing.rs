@@ -68,6 +68,22 @@ impl Decision {
         serde_json::to_string(self).expect("a decision always serializes")
     }
 
+    /// Its audit record's text (`audit_json(decision.audit_record(rules))`): the decision as
+    /// `json.dumps` writes `model_dump(mode="json")`, its rule's spec (`RuleSpec.text`)
+    /// spliced in last when given.
+    pub fn audit_json(&self, rule_spec: Option<&str>) -> String {
+        let value = serde_json::to_value(self).expect("a decision always serializes");
+        let mut out = String::with_capacity(2048);
+        super::pyjson::push_value(&mut out, &value);
+        if let Some(spec) = rule_spec {
+            out.pop(); // the closing brace
+            out.push_str(", \"rule_spec\": ");
+            out.push_str(spec);
+            out.push('}');
+        }
+        out
+    }
+
     /// The counted event at the decision's event time (the newest): its trigger.
     pub fn trigger_source(&self) -> &SourceRecord {
         let events = &self.inputs.events;

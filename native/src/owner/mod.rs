@@ -39,6 +39,8 @@ pub struct Owner {
     topics: HashMap<String, TopicCtx>,
     memo: DecodeMemo,
     window_ms: i64,
+    /// Each rule's spec as its audit records carry it (`RuleSpec.text`), by name.
+    rule_specs: HashMap<String, String>,
 }
 
 /// One event ready to decide: what the scan found for it.
@@ -57,8 +59,13 @@ pub struct FrameOutcome {
     pub applied: usize,
     /// The planned decisions, in order: each `Decision.model_dump_json()`.
     pub planned: Vec<String>,
+    /// Their audit records, in the same order: (decision id, its text as the audit writes it,
+    /// `audit_json(decision.audit_record(rules))`, the rule's spec spliced in when known).
+    pub audit: Vec<(String, String)>,
     /// The tallies the frame changed, in order: each `json.dumps(tally_record(...))`.
     pub tallies: Vec<String>,
+    /// The same as (tally id, text): what the audit writes under each id.
+    pub tally_audit: Vec<(String, String)>,
     /// (rule, mode, outcome, reason, count) of every firing: "planned" with no reason, or
     /// "suppressed" and its reason, in order of first firing.
     pub decisions: Vec<(String, String, String, Option<String>, u64)>,
@@ -90,13 +97,16 @@ impl Owner {
     /// `program_json`: `offsetd.rules.program.rule_program(rules)`; `topics`: topic ->
     /// (Connect cluster, "status" | "dlq" | "offsets" | "shape"); `window_ms`: the tallies'
     /// window. ValueError when the rule set is one the compiled parts cannot decide exactly.
+    /// `rule_specs`: rule name -> `rule_spec(rule).text`, spliced into the planned
+    /// decisions' audit records.
     #[new]
-    #[pyo3(signature = (program_json, topics, window_ms, max_keys = MAX_KEYS))]
+    #[pyo3(signature = (program_json, topics, window_ms, max_keys = MAX_KEYS, rule_specs = HashMap::new()))]
     fn new(
         program_json: &str,
         topics: HashMap<String, (String, String)>,
         window_ms: i64,
         max_keys: usize,
+        rule_specs: HashMap<String, String>,
     ) -> PyResult<Owner> {
         let program = Program::from_json(program_json).map_err(PyValueError::new_err)?;
         let engine = Engine::new(&program, max_keys).map_err(PyValueError::new_err)?;
@@ -122,6 +132,7 @@ impl Owner {
             topics: table,
             memo: DecodeMemo::new(),
             window_ms,
+            rule_specs,
         })
     }
 
@@ -277,10 +288,24 @@ impl Owner {
         }
         let folded = fold_suppressed(state, &firings, self.window_ms);
         let planned = folded.planned.iter().map(|d| d.to_json()).collect();
-        let tallies = folded
+        let audit = folded
+            .planned
+            .iter()
+            .map(|d| {
+                let spec = self.rule_specs.get(&*d.rule).map(String::as_str);
+                (d.id.clone(), d.audit_json(spec))
+            })
+            .collect();
+        let tallies: Vec<String> = folded
             .tallies
             .iter()
             .map(|t| tally_record_json(state, t, self.window_ms))
+            .collect();
+        let tally_audit = folded
+            .tallies
+            .iter()
+            .zip(&tallies)
+            .map(|(t, text)| (t.id.clone(), text.clone()))
             .collect();
         let matches = self
             .engine
@@ -294,7 +319,9 @@ impl Owner {
             records,
             applied,
             planned,
+            audit,
             tallies,
+            tally_audit,
             decisions,
             matches,
             events,
