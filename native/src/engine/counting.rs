@@ -4,8 +4,6 @@
 
 use std::cmp::Ordering;
 
-use indexmap::IndexMap;
-
 use super::state::{BackoffState, RuleState, WindowEntry};
 use super::BackoffSpec;
 
@@ -67,7 +65,10 @@ pub fn add_to_window(
 
 /// Keep `keep` keys: those with the most events, then the most recent; drop the others (ties
 /// keep the keys' order).
-pub fn evict_stalest(windows: &mut IndexMap<String, Vec<WindowEntry>>, keep: usize) {
+pub fn evict_stalest(
+    windows: &mut crate::engine::state::FastMap<String, Vec<WindowEntry>>,
+    keep: usize,
+) {
     if windows.len() <= keep {
         return;
     }

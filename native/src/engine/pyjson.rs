@@ -7,6 +7,21 @@ use std::fmt::Write as _;
 /// A JSON string literal as `json.dumps` writes it.
 pub fn push_str(out: &mut String, text: &str) {
     out.push('"');
+    // Most text is printable ASCII without quotes or backslashes: copied in one piece.
+    let plain = text
+        .bytes()
+        .position(|b| !(b' '..=b'~').contains(&b) || b == b'"' || b == b'\\');
+    let text = match plain {
+        None => {
+            out.push_str(text);
+            out.push('"');
+            return;
+        }
+        Some(at) => {
+            out.push_str(&text[..at]);
+            &text[at..]
+        }
+    };
     for c in text.chars() {
         match c {
             '"' => out.push_str("\\\""),

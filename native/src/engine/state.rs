@@ -7,7 +7,11 @@
 
 use std::sync::Arc;
 
-use indexmap::IndexMap;
+/// The state's maps: insertion-ordered as Python's dicts, hashed with foldhash (seeded per
+/// process) rather than SipHash: the keys are the connector's own names and offsets, and the
+/// sweep bounds them (MAX_KEYS), so DoS resistance buys nothing here.
+pub type FastMap<K, V> = indexmap::IndexMap<K, V, foldhash::fast::RandomState>;
+
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
@@ -31,7 +35,7 @@ pub type WindowEntry = (i64, Arc<str>, i64, i64, Option<Arc<str>>);
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
 #[serde(deny_unknown_fields)]
 pub struct RuleState {
-    pub windows: IndexMap<String, Vec<WindowEntry>>,
+    pub windows: FastMap<String, Vec<WindowEntry>>,
     pub executed: Vec<i64>,
     pub last_executed_ms: Option<i64>,
 }
@@ -102,20 +106,20 @@ pub struct Tally {
 pub struct State {
     pub connect_cluster: String,
     pub connector: String,
-    pub offsets: IndexMap<String, i64>,
+    pub offsets: FastMap<String, i64>,
     pub watermark_ms: Option<i64>,
     pub next_sweep_ms: i64,
     pub connector_status: Option<StatusEntry>,
-    pub tasks: IndexMap<i64, StatusEntry>,
-    pub rules: IndexMap<String, RuleState>,
+    pub tasks: FastMap<i64, StatusEntry>,
+    pub rules: FastMap<String, RuleState>,
     pub restart_backoff: Option<BackoffState>,
-    pub inhibitions: IndexMap<String, Inhibition>,
+    pub inhibitions: FastMap<String, Inhibition>,
     pub held: Vec<Held>,
     pub deferred: Vec<Deferred>,
-    pub released: IndexMap<String, i64>,
-    pub suppressed: IndexMap<String, Tally>,
-    pub incidents: IndexMap<String, String>,
-    pub progress: IndexMap<String, String>,
+    pub released: FastMap<String, i64>,
+    pub suppressed: FastMap<String, Tally>,
+    pub incidents: FastMap<String, String>,
+    pub progress: FastMap<String, String>,
 }
 
 impl State {

@@ -5,7 +5,7 @@
 use std::fmt::Write as _;
 use std::sync::Arc;
 
-use indexmap::IndexMap;
+use super::state::FastMap;
 use sha2::{Digest, Sha256};
 
 use super::firing::{hex32, Decision, Firing};
@@ -32,8 +32,8 @@ pub struct Folded {
 /// `fold_suppressed(state, firings, window_ms)`. `window_ms` must be positive.
 pub fn fold_suppressed(state: &mut State, firings: &[Firing], window_ms: i64) -> Folded {
     let mut planned = Vec::new();
-    let mut changed: IndexMap<String, Changed> = IndexMap::new();
-    let mut lasts: IndexMap<String, &Firing> = IndexMap::new();
+    let mut changed: FastMap<String, Changed> = FastMap::default();
+    let mut lasts: FastMap<String, &Firing> = FastMap::default();
     for firing in firings {
         if let Firing::Decision(d) = firing {
             if d.outcome == "planned" {
