@@ -276,7 +276,7 @@ class Owners:
         self.seen["planned"] += len(outcome.planned)
         self.seen["tallies"] += len(outcome.tallies)
         self.seen["failures"] += len(outcome.failures)
-        for rule, mode, result, reason, n in outcome.decisions:
+        for _rule, _mode, result, reason, n in outcome.decisions:
             self.seen[f"{result} {reason}"] += n
 
 
@@ -334,8 +334,9 @@ def record_of(event: Any, rng: random.Random) -> RawRecord:
     if isinstance(event, TopicStatusEvent):
         key = f"status-topic-{event.topic}:connector-{connector}".encode()
         inner = {"name": event.topic, "connector": connector, "task": rng.randrange(3)}
-        value = json.dumps({"topic": inner | {"discoverTimestamp": source.timestamp_ms}})
-        return RawRecord("status", *coordinates, key, None if rng.random() < 0.1 else value.encode())
+        topic_value = json.dumps({"topic": inner | {"discoverTimestamp": source.timestamp_ms}})
+        tombstone = rng.random() < 0.1
+        return RawRecord("status", *coordinates, key, None if tombstone else topic_value.encode())
     if isinstance(event, DlqRecordEvent):
         topic = source.topic if source.topic in DLQ_TOPICS else "dlq-a"  # the stream's mix
         return RawRecord(topic, *coordinates, b"k", b"v", dlq_headers(event))
@@ -520,11 +521,12 @@ def test_the_streams_reach_every_branch() -> None:
 # -- frames that are the Python engine's -------------------------------------------------------
 
 
-def one_task(connector: str, offset: int, state: str = "FAILED", topic: str = "status") -> RawRecord:
+def one_task(connector: str, offset: int) -> RawRecord:
+    """A FAILED status of task 0 of `connector` at `offset` (its time follows the offset)."""
     trace = "org.apache.kafka.connect.errors.ConnectException: timed out\n\tat a.B(B.java:1)"
-    value = json.dumps({"state": state, "trace": trace, "worker_id": "w", "generation": 1})
+    value = json.dumps({"state": "FAILED", "trace": trace, "worker_id": "w", "generation": 1})
     key = f"status-task-{connector}-0".encode()
-    return RawRecord(topic, 0, offset, 1_000_000 + 1_000 * offset, key, value.encode())
+    return RawRecord("status", 0, offset, 1_000_000 + 1_000 * offset, key, value.encode())
 
 
 def offsets_record(connector: str, offset: int) -> RawRecord:
@@ -550,9 +552,12 @@ def test_a_frame_with_a_record_it_leaves_is_python_then_the_next_is_compiled(
         assert owners.frame(key, frame, None, now_ms) is None  # untouched, then Python's
         after = encode_frame([one_task("orders-sink", odd.offset + 20)])
         assert owners.frame(key, after, None, now_ms, whole=True) is not None
-    replay = encode_frame([one_task("orders-sink", 1), one_task("orders-sink", 2)])
+    last = one_task("orders-sink", 26)  # the partition's high-water offset: a replay too
+    replay = encode_frame([one_task("orders-sink", 1), last])
     outcome = owners.frame(key, replay, None, now_ms, whole=True)
-    assert outcome is not None and outcome.applied == 0 and outcome.events == []
+    assert outcome is not None
+    assert outcome.applied == 0
+    assert outcome.events == []
 
 
 SINK = ConnectorMeta("io.confluent.connect.jdbc.JdbcSinkConnector", "sink")
