@@ -100,6 +100,13 @@ impl Decision {
             .as_ref()
             .map(|r| format!("{}-{}@{}", r.topic, r.partition, r.offset))
     }
+
+    /// `Decision.from_failure`: caused by a failure (a DLQ record or a FAILED status), so the
+    /// breaker reads it when it is suppressed (`inhibited`) as it reads a `Suppression`.
+    pub fn from_failure(&self) -> bool {
+        let trigger = &self.inputs.trigger;
+        trigger.kind == "dlq_record" || trigger.state.as_deref() == Some("FAILED")
+    }
 }
 
 /// A firing cooldown, budget or `enabled: false` suppressed: what its tally reads.

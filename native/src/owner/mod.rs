@@ -253,23 +253,32 @@ impl Owner {
         }
         let mut decisions: Vec<(String, String, String, Option<String>, u64)> = Vec::new();
         let mut failures: Vec<(i64, Option<String>)> = Vec::new();
+        let mut note_failure = |mark: (i64, Option<String>)| {
+            if !failures.contains(&mark) {
+                failures.push(mark);
+            }
+        };
         for firing in &firings {
             let (rule, mode, outcome, reason) = match firing {
-                Firing::Decision(d) => (
-                    d.rule.to_string(),
-                    d.mode.to_string(),
-                    d.outcome.to_string(),
-                    d.reason.map(str::to_string),
-                ),
+                Firing::Decision(d) => {
+                    // a held (`inhibited`) firing is a suppressed Decision: the breaker reads
+                    // it too (`decide_all` hands it every firing that is not planned)
+                    if d.outcome != "planned" && d.from_failure() {
+                        note_failure((d.decided_at_ms, d.record_text()));
+                    }
+                    (
+                        d.rule.to_string(),
+                        d.mode.to_string(),
+                        d.outcome.to_string(),
+                        d.reason.map(str::to_string),
+                    )
+                }
                 Firing::Suppression(s) => {
                     if s.from_failure {
-                        let mark = (
+                        note_failure((
                             s.decided_at_ms,
                             s.record_text.as_deref().map(str::to_string),
-                        );
-                        if !failures.contains(&mark) {
-                            failures.push(mark);
-                        }
+                        ));
                     }
                     (
                         s.rule.to_string(),
