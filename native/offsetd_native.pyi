@@ -224,9 +224,10 @@ class FrameOutcome:
     """(kind, topic, count) of the events applied, in order of first event."""
     times: list[tuple[str, int]]
     """(kind, event time in ms) of every applied event that is not a DLQ record, in order."""
-    failures: list[tuple[int, str | None]]
-    """The suppressed firings caused by failures, as the breaker reads them: (decided at,
-    record text), distinct, in order."""
+    failures: list[tuple[str, int, str | None]]
+    """The suppressed firings caused by failures, as the breaker reads them: (decision id,
+    decided at, record text), in order, the first of each distinct (decided at, record
+    text)."""
 
 class Owner:
     """The compiled owner of a rule set: decodes, matches and decides whole frames."""

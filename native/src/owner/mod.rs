@@ -77,8 +77,10 @@ pub struct FrameOutcome {
     /// what the decision latency is read from.
     pub times: Vec<(String, i64)>,
     /// The suppressed firings caused by failures (a FAILED status or a DLQ record), as the
-    /// breaker reads them: (decided at, record text), distinct, in order.
-    pub failures: Vec<(i64, Option<String>)>,
+    /// breaker reads them: (decision id, decided at, record text), in order, one per distinct
+    /// (decided at, record text) — the first: the breaker's answer depends on those alone,
+    /// and it trips on the first firing that trips it.
+    pub failures: Vec<(String, i64, Option<String>)>,
 }
 
 fn kind_name(kind: Kind) -> &'static str {
@@ -252,10 +254,13 @@ impl Owner {
             firings.extend(made);
         }
         let mut decisions: Vec<(String, String, String, Option<String>, u64)> = Vec::new();
-        let mut failures: Vec<(i64, Option<String>)> = Vec::new();
-        let mut note_failure = |mark: (i64, Option<String>)| {
-            if !failures.contains(&mark) {
-                failures.push(mark);
+        let mut failures: Vec<(String, i64, Option<String>)> = Vec::new();
+        let mut note_failure = |id: &str, decided_at: i64, record: Option<String>| {
+            if !failures
+                .iter()
+                .any(|(_, at, text)| *at == decided_at && *text == record)
+            {
+                failures.push((id.to_string(), decided_at, record));
             }
         };
         for firing in &firings {
@@ -264,7 +269,7 @@ impl Owner {
                     // a held (`inhibited`) firing is a suppressed Decision: the breaker reads
                     // it too (`decide_all` hands it every firing that is not planned)
                     if d.outcome != "planned" && d.from_failure() {
-                        note_failure((d.decided_at_ms, d.record_text()));
+                        note_failure(&d.id, d.decided_at_ms, d.record_text());
                     }
                     (
                         d.rule.to_string(),
@@ -275,10 +280,11 @@ impl Owner {
                 }
                 Firing::Suppression(s) => {
                     if s.from_failure {
-                        note_failure((
+                        note_failure(
+                            s.id(),
                             s.decided_at_ms,
                             s.record_text.as_deref().map(str::to_string),
-                        ));
+                        );
                     }
                     (
                         s.rule.to_string(),

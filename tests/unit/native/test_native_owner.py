@@ -53,6 +53,7 @@ from hypothesis import strategies as st
 
 from offsetd.engine.batch import decide_batch
 from offsetd.engine.cache import StateCache
+from offsetd.engine.decision import audit_json, rule_spec
 from offsetd.engine.state import ConnectorState
 from offsetd.engine.tally import fold_suppressed, tally_record
 from offsetd.events.decode import Malformed, RawRecord
@@ -130,7 +131,9 @@ class Decided:
     matches: list[tuple[str, int]]
     events: list[tuple[str, str, int]]
     times: list[tuple[str, int]]
-    failures: list[tuple[int, str | None]]
+    failures: list[tuple[str, int, str | None]]
+    audit: list[tuple[str, str]]  # the planned decisions' audit records: (id, text)
+    tally_audit: list[tuple[str, str]]  # the tallies': (id, text)
     skipped: int = 0  # records Python skipped (malformed, or failed otherwise)
 
     @classmethod
@@ -144,6 +147,8 @@ class Decided:
             list(outcome.events),
             list(outcome.times),
             list(outcome.failures),
+            list(outcome.audit),
+            list(outcome.tally_audit),
         )
 
 
@@ -182,23 +187,27 @@ def python_frame(
         light=True,
     )
     decisions: dict[tuple[str, str, str, str | None], int] = {}
-    failures: dict[tuple[int, str | None], None] = {}
+    failures: dict[tuple[int, str | None], str] = {}
     for firing in firings:  # decide_all's Counter; note_suppressed's failures
         labels = (firing.rule, firing.mode, firing.outcome, firing.reason)
         decisions[labels] = decisions.get(labels, 0) + 1
         if firing.outcome != PLANNED and firing.from_failure:
-            failures[(firing.decided_at_ms, firing.record_text)] = None
+            # the breaker trips on the first firing that trips, by (decided at, record)
+            failures.setdefault((firing.decided_at_ms, firing.record_text), firing.id)
     planned, tallies = fold_suppressed(state, firings, window_ms)
+    tally_records = [tally_record(state, tally, window_ms) for tally in tallies]
     order = {rule.name: i for i, rule in enumerate(rules.rules)}
     return Decided(
         applied,
         [decision.model_dump_json() for decision in planned],
-        [json.dumps(tally_record(state, tally, window_ms)) for tally in tallies],
+        [json.dumps(record) for record in tally_records],
         [(*labels, count) for labels, count in decisions.items()],
         sorted(matched.items(), key=lambda item: order[item[0]]),  # compared in load order
         [(*key, count) for key, count in events.items()],
         times,
-        list(failures),
+        [(found, *key) for key, found in failures.items()],
+        [(d.id, audit_json(d.audit_record(rules)).decode()) for d in planned],
+        [(str(record["id"]), audit_json(record).decode()) for record in tally_records],
         len(skipped),
     )
 
@@ -211,7 +220,10 @@ class Owners:
     def __init__(self, rules: RuleSet, window_ms: int, max_keys: int) -> None:
         self.rules = rules
         self.window_ms = window_ms
-        self.owner = offsetd_native.Owner(rule_program(rules), TOPICS, window_ms, max_keys)
+        specs = {rule.name: rule_spec(rule).text for rule in rules}
+        self.owner = offsetd_native.Owner(
+            rule_program(rules), TOPICS, window_ms, max_keys, rule_specs=specs
+        )
         self.reference_store: dict[str, str] = {}
         self.mixed_store: dict[str, str] = {}
         self.reference = StateCache(self.reference_store)
@@ -605,7 +617,7 @@ def test_an_inhibited_restart_of_a_failure_is_handed_to_the_breaker(now_ms: int 
     restart = owners.frame(key, encode_frame([task]), SINK, now_ms, whole=True)
     assert restart is not None
     assert ("poison-record-restart", "enforce", "suppressed", "inhibited", 1) in restart.decisions
-    assert restart.failures == [(now_ms or 1_010_000, None)]
+    assert [failure[1:] for failure in restart.failures] == [(now_ms or 1_010_000, None)]
 
 
 @pytest.mark.parametrize(
