@@ -132,6 +132,9 @@ def test_the_image_is_small_and_holds_only_its_runtime(image: ImageInfo, rootfs:
     site = venv / "lib" / "python3.11" / "site-packages"
     installed = {p.name.split("-")[0].lower() for p in site.glob("*.dist-info")}
     assert {"offsetd", "faust_streaming", "confluent_kafka", "pydantic"} <= installed
+    # The compiled owner path (native/), built with this machine's Rust: abi3, one module.
+    assert "offsetd_native" in installed
+    assert [p.name for p in (site / "offsetd_native").glob("*.so")] == ["offsetd_native.abi3.so"]
     assert not installed & {"pytest", "mypy", "ruff", "hypothesis", "pip", "pyspark"}
     data = (rootfs / "var" / "lib" / "offsetd").stat()
     assert (data.st_uid, data.st_gid, data.st_mode & 0o777) == (IMAGE_UID, IMAGE_UID, 0o750)

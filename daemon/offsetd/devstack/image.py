@@ -11,14 +11,16 @@ Debian's python3.11, user 10001, data in `/var/lib/offsetd`, nothing else writte
 Two layers, cached apart under the user's cache folder (next to the kube-apiserver cache):
 
 - the base: Debian's root filesystem and the venv with the locked dependencies (a few minutes:
-  mmdebstrap and every wheel from PyPI), keyed by uv.lock, the Debian suite, the extras and this
-  recipe — rebuilt only when those change;
-- the application: offsetd's wheel installed into that venv (pypa's `installer`, from the host:
-  pip is not in the image) and compiled with the image's own Python, a small layer on top (about
-  half a minute), keyed by everything that goes into the image, every file of the package
-  included. A source change rebuilds only this layer.
+  mmdebstrap and every wheel from PyPI), keyed by the runtime requirements `uv export` reads
+  from uv.lock, the Debian suite, the extras and this recipe — rebuilt only when those change;
+- the application: offsetd's wheel and, where the host has Rust, the compiled owner path's
+  (native/, an abi3 wheel built by maturin for the image's Python and glibc, the host's own)
+  installed into that venv (pypa's `installer`, from the host: pip is not in the image) and
+  compiled with the image's own Python, a small layer on top (about half a minute), keyed by
+  everything that goes into the image, every file of the package and of native/ included. A
+  source change rebuilds only this layer.
 
-Why one module of ~550 lines: it is one recipe, and its cache keys must cover exactly what its
+Why one module of ~600 lines: it is one recipe, and its cache keys must cover exactly what its
 steps read (uv.lock, the suite, the extras, the package's files): keys and steps side by side
 are how a step that reads something new gets its key changed in the same edit.
 """
@@ -164,6 +166,12 @@ def cache_key(repo: Path, suite: str, extras: Iterable[str]) -> str:
         if path.is_dir() or "__pycache__" in path.parts or path.suffix == ".pyc":
             continue
         feed("src/" + path.relative_to(package).as_posix(), path.read_bytes())
+    native = repo / "native"  # the compiled owner path, built into the image where Rust is
+    if native.is_dir():
+        for path in sorted(native.rglob("*")):
+            if path.is_dir() or "target" in path.relative_to(native).parts:
+                continue
+            feed("native/" + path.relative_to(native).as_posix(), path.read_bytes())
     feed("suite", suite.encode())
     feed("extras", ",".join(normalize_extras(extras)).encode())
     return digest.hexdigest()
@@ -310,12 +318,13 @@ def ensure_image(
         with tempfile.TemporaryDirectory(prefix="build-", dir=entry.parent) as tmp:
             work = Path(tmp)
             env = {**os.environ, "UV_PYTHON_DOWNLOADS": "never"}
-            wheel = _wheel(uv, repo, work, env)
+            wheels = [_wheel(uv, repo, work, env), *_native_wheel(uv, repo, work, env, log)]
             layout = work / "layout"
             shutil.copytree(base, layout)
             bundle = work / "bundle"
             run_tool([umoci, "unpack", "--image", f"{layout}:base", str(bundle)], work, env)
-            _install_wheel(wheel, bundle / "rootfs", env)
+            for wheel in wheels:
+                _install_wheel(wheel, bundle / "rootfs", env)
             reference = f"{layout}:{tag}"
             run_tool([umoci, "repack", "--image", reference, str(bundle)], work, env)
             config = umoci_config_args(__version__, extras)
@@ -399,6 +408,25 @@ def _wheel(uv: str, repo: Path, work: Path, env: dict[str, str]) -> Path:
     if len(wheels) != 1:
         raise DevStackError(f"uv build gave {len(wheels)} offsetd wheels in {dist}")
     return wheels[0]
+
+
+def _native_wheel(
+    uv: str, repo: Path, work: Path, env: dict[str, str], log: Callable[[str], None]
+) -> list[Path]:
+    """The compiled owner path's wheel (native/: maturin, with the host's Rust toolchain; an
+    abi3 wheel for the image's Python 3.11 and Debian's glibc, the host's own), or none when
+    the host has no cargo: the image's daemon then decides in Python, as it says at start."""
+    cargo_env = {**env, "PATH": f"{Path.home() / '.cargo' / 'bin'}:{env.get('PATH', '')}"}
+    if shutil.which("cargo", path=cargo_env["PATH"]) is None:
+        log("no cargo here: the image's daemon decides frames in Python (native/ not built)")
+        return []
+    dist = work / "native-dist"
+    argv = [uv, "build", "--wheel", "--quiet", "--out-dir", str(dist), str(repo / "native")]
+    run_tool(argv, repo, cargo_env)
+    wheels = sorted(dist.glob("offsetd_native-*.whl"))
+    if len(wheels) != 1:
+        raise DevStackError(f"uv build gave {len(wheels)} offsetd-native wheels in {dist}")
+    return wheels
 
 
 def _install_wheel(wheel: Path, rootfs: Path, env: dict[str, str]) -> None:
