@@ -67,9 +67,10 @@ pub struct FrameOutcome {
     /// (kind, event time in ms) of every applied event that is not a DLQ record, in order:
     /// what the decision latency is read from.
     pub times: Vec<(String, i64)>,
-    /// The suppressed firings caused by failures (a FAILED status or a DLQ record), as the
-    /// breaker reads them: (decided at, record text), distinct, in order.
-    pub failures: Vec<(i64, Option<String>)>,
+    /// The suppressed firings (held `inhibited` decisions too) caused by failures (a FAILED
+    /// status or a DLQ record), as the breaker reads them: (decision id, decided at, record
+    /// text), every one, in order (`Remediator.note_suppressed`).
+    pub failures: Vec<(String, i64, Option<String>)>,
 }
 
 fn kind_name(kind: Kind) -> &'static str {
@@ -231,24 +232,30 @@ impl Owner {
             firings.extend(made);
         }
         let mut decisions: Vec<(String, String, String, Option<String>, u64)> = Vec::new();
-        let mut failures: Vec<(i64, Option<String>)> = Vec::new();
+        let mut failures: Vec<(String, i64, Option<String>)> = Vec::new();
         for firing in &firings {
             let (rule, mode, outcome, reason) = match firing {
-                Firing::Decision(d) => (
-                    d.rule.to_string(),
-                    d.mode.to_string(),
-                    d.outcome.to_string(),
-                    d.reason.map(str::to_string),
-                ),
+                Firing::Decision(d) => {
+                    // a held (`inhibited`) one is a suppressed firing too: the app hands
+                    // every suppressed firing caused by a failure to the breaker
+                    if d.outcome != "planned" && d.from_failure() {
+                        failures.push((d.id.clone(), d.decided_at_ms, d.record_text()));
+                    }
+                    (
+                        d.rule.to_string(),
+                        d.mode.to_string(),
+                        d.outcome.to_string(),
+                        d.reason.map(str::to_string),
+                    )
+                }
                 Firing::Suppression(s) => {
                     if s.from_failure {
-                        let mark = (
+                        // its id is the one its tally already computed (and kept)
+                        failures.push((
+                            s.id().to_string(),
                             s.decided_at_ms,
                             s.record_text.as_deref().map(str::to_string),
-                        );
-                        if !failures.contains(&mark) {
-                            failures.push(mark);
-                        }
+                        ));
                     }
                     (
                         s.rule.to_string(),
