@@ -44,7 +44,7 @@ DecisionLabels = tuple[str, str, str]
 """(rule, mode, outcome label) of `offsetd_decisions_total`."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: a frozen one costs ~1 us to make, a storm makes many
 class FailureSeen:
     """A suppressed firing caused by a failure, as the breaker reads it (`BreakerTrip`): what
     the compiled engine hands back of one, instead of the firing."""
