@@ -53,6 +53,10 @@ class State:
     def to_json(self) -> str:
         """The state's JSON, byte for byte `ConnectorState.model_dump_json()`."""
 
+    @property
+    def deferred_count(self) -> int:
+        """`len(ConnectorState.deferred)`: the events waiting for the connector's metadata."""
+
 class Firing:
     """One firing of `Engine.decide`: a `Decision` or a light `Suppression`
     (`offsetd.engine.decision.Firing`)."""
@@ -152,6 +156,11 @@ def frame_fields(
     """A frame's records as `RawRecord`'s fields (topic, partition, offset, timestamp_ms, key,
     value, headers), in order; ValueError whenever `decode_frame` raises Malformed."""
 
+def frame_summary(frame: bytes) -> tuple[int, str | None]:
+    """A frame's record count, and the topic of its first record whose key starts with
+    `status-connector-` (None: none does); ValueError whenever `decode_frame` raises
+    Malformed."""
+
 def trace_first_line(head: str) -> tuple[str | None, str | None]:
     """`offsetd.events.decode.first_line(head)`: the outermost exception's class and message."""
 
@@ -225,9 +234,10 @@ class FrameOutcome:
     times: list[tuple[str, int]]
     """(kind, event time in ms) of every applied event that is not a DLQ record, in order."""
     failures: list[tuple[str, int, str | None]]
-    """The suppressed firings caused by failures, as the breaker reads them: (decision id,
-    decided at, record text), in order, the first of each distinct (decided at, record
-    text)."""
+    """The suppressed firings (held `inhibited` decisions included) caused by failures, as the
+    breaker reads them: (decision id, decided at, record text), in order, the first of each
+    distinct (decided at, record text): the breaker's answer depends on those alone, and it
+    trips on the first firing that trips it."""
 
 class Owner:
     """The compiled owner of a rule set: decodes, matches and decides whole frames."""

@@ -26,9 +26,9 @@ class EventCounters:
     def __init__(self, metrics: DaemonMetrics, since_ms: int = 0) -> None:
         self._metrics = metrics
         self._since_ms = since_ms  # records written before the worker started: not "late"
-        self._events: dict[tuple[str, str], Callable[[], None]] = {}
+        self._events: dict[tuple[str, str], Callable[..., None]] = {}  # Counter.inc(amount=1)
         self._latency: dict[str, Callable[[float], None]] = {}
-        self._matches: dict[str, Callable[[], None]] = {}
+        self._matches: dict[str, Callable[..., None]] = {}
         self._malformed: dict[str, Callable[[], None]] = {}
 
     def event(self, event: Any, now_ms: int) -> None:
@@ -54,6 +54,29 @@ class EventCounters:
                 str(key[0])
             ).observe
         observe(max(now_ms - written_ms, 0) / 1000)
+
+    def frame(self, outcome: Any, now_ms: int) -> None:
+        """A frame the compiled engine decided at `now_ms` (`offsetd_native.FrameOutcome`):
+        what `event` and `match` count one by one, counted from its totals — its events per
+        (kind, topic), each non-DLQ event's lateness, its rules' matches."""
+        events, metrics = self._events, self._metrics
+        for kind, topic, count in outcome.events:
+            inc = events.get((kind, topic))
+            if inc is None:
+                inc = events[(kind, topic)] = metrics.events.labels(kind, topic).inc
+            inc(count)
+        for kind, written_ms in outcome.times:
+            if kind == _DLQ or written_ms < self._since_ms:
+                continue
+            observe = self._latency.get(kind)
+            if observe is None:
+                observe = self._latency[kind] = metrics.decision_latency.labels(kind).observe
+            observe(max(now_ms - written_ms, 0) / 1000)
+        for rule, count in outcome.matches:
+            inc = self._matches.get(rule)
+            if inc is None:
+                inc = self._matches[rule] = metrics.rule_matches.labels(rule).inc
+            inc(count)
 
     def match(self, rule: str) -> None:
         inc = self._matches.get(rule)

@@ -12,12 +12,17 @@ Only the planned decisions are handed to the remediator. A nudge brings what was
 an executor's outcome (`engine.later.settle`: a decision that did not run gives its limits back)
 or "this connector's metadata is known now" (its deferred events are decided) — so the state
 keeps one writer.
+
+Which engine decides a frame: the compiled one (`offsetd.engine.compiled`, native/) when it is
+installed, holds the rule set and `daemon.compiled_engine` is on, for every frame it can decide
+exactly; the Python engine, the reference, for the others (a record or an answer the compiled
+path leaves, events waiting for metadata that is known now) and for every nudge. Both write the
+same state JSON (`StateCache` holds either) and hand the same things to `offsetd.app.decided`.
 """
 
 from __future__ import annotations
 
 import logging
-from collections import Counter
 from collections.abc import Iterator, Sequence
 from itertools import chain, repeat
 from typing import Any, cast
@@ -25,12 +30,13 @@ from typing import Any, cast
 from pydantic import ValidationError
 
 from offsetd.app.counters import EventCounters, LaterMetrics
+from offsetd.app.decided import compiled_decided, python_decided, write_decided
 from offsetd.app.metadata import MetadataReader, Nudge
 from offsetd.app.wiring import Decoder, Wiring
-from offsetd.audit import AuditError
 from offsetd.engine import Decision
 from offsetd.engine.batch import decide_batch
 from offsetd.engine.cache import StateCache
+from offsetd.engine.compiled import CompiledOwner, frame_summary
 from offsetd.engine.decide import decide_firings
 from offsetd.engine.decision import Firing
 from offsetd.engine.later import (
@@ -42,13 +48,11 @@ from offsetd.engine.later import (
     settle,
 )
 from offsetd.engine.state import ConnectorState
-from offsetd.engine.tally import fold_suppressed, tally_record
-from offsetd.errors import KafkaAccessDenied
+from offsetd.engine.tally import tally_record
 from offsetd.events.decode import Malformed, RawRecord
 from offsetd.events.frames import decode_frame, decode_nudge
 from offsetd.events.models import ProgressEvent, owner_key
-from offsetd.outcomes import PLANNED, suppressed_outcome
-from offsetd.retry import doubling, retry_call
+from offsetd.retry import doubling
 from offsetd.scope import scope_of, split_owner_key
 
 __all__ = ["FrameDecider"]
@@ -78,6 +82,27 @@ class FrameDecider:
         self.metadata = MetadataReader(wiring, nudge)
         self.sources: dict[str, tuple[str, Decoder]] = wiring.source_topics()
         self._tallies_rewritten: set[str] = set()  # keys whose tallies were written since start
+        self.compiled = self._compiled_owner()
+
+    def _compiled_owner(self) -> CompiledOwner | None:
+        """The compiled owner of the rules, or None (the Python engine decides every frame);
+        said once, with why."""
+        wiring = self.wiring
+        settings = wiring.settings.daemon
+        if not settings.compiled_engine:
+            owner, why = None, "daemon.compiled_engine is off"
+        else:
+            owner, why = CompiledOwner.create(
+                wiring.rules, wiring.compiled_topics(), settings.suppressed_window
+            )
+        if owner is None:
+            log.info("frames are decided by the Python engine: %s", why)
+        else:
+            log.info(
+                "frames are decided by the compiled engine (the Python engine decides those "
+                "it leaves, and the nudges)"
+            )
+        return owner
 
     @staticmethod
     def audit_retry_delays() -> Iterator[float]:
@@ -110,20 +135,31 @@ class FrameDecider:
 
     async def decide_frame(self, key: str, value: bytes) -> None:
         """One internal record: a batch of one connector's raw records, in order (or a nudge)."""
+        records: list[RawRecord] | None = None
         try:
             news = decode_nudge(value)  # the first byte tells
             if news is not None:
                 await self.apply_news(key, news)
                 return
-            records = decode_frame(value)
+            summary = None if self.compiled is None else frame_summary(value)
+            if summary is None:  # (a frame it cannot read: decode_frame says why)
+                records = decode_frame(value)
+                summary = len(records), _connector_changed(records)
         except Malformed as bad:
             self.counters.malformed(self.events_name)
             log.warning("skipped a malformed frame for %s: %s", key, bad)
             return
-        await self._refresh_on_connector_change(records)
-        if await self._out_of_scope(key, len(records)):
+        count, changed_topic = summary
+        await self._refresh_on_connector_change(changed_topic)
+        if await self._out_of_scope(key, count):
             return
         now = self.wiring.clock()
+        if self.compiled is not None and await self._decide_compiled(
+            self.compiled, key, value, now
+        ):
+            return
+        if records is None:
+            records = decode_frame(value)
         state = self.cache.get(key)
         try:
             applied, decisions = decide_batch(
@@ -149,14 +185,47 @@ class FrameDecider:
         if applied:
             self.cache.put(key, state)  # once per frame, not per event
 
-    async def _refresh_on_connector_change(self, records: list[RawRecord]) -> None:
-        """A connector changed: re-read the metadata (rate-limited)."""
-        for raw in records:
-            if raw.key is not None and raw.key.startswith(_CONNECTOR_STATUS):
-                found = self.sources.get(raw.topic)
-                if found is not None:
-                    await self.wiring.meta.refresh(found[0])
-                return
+    async def _decide_compiled(
+        self, owner: CompiledOwner, key: str, value: bytes, now: int
+    ) -> bool:
+        """The frame decided by the compiled engine, as `decide_frame` decides it with the
+        Python one; False when it is the Python engine's (nothing was changed): a state or a
+        record the compiled engine cannot continue exactly, or deferred events whose metadata
+        is known now (redecided with the frame's firings, in one audit write: Python's)."""
+        state = self.cache.get_compiled(key)
+        if state is None:
+            return False
+        cluster, connector = split_owner_key(key)
+        meta = self.wiring.meta.peek(cluster, connector)
+        if meta is not None and state.deferred_count:
+            return False
+        outcome = owner.decide_frame(state, value, meta, now)
+        if outcome is None:
+            return False
+        try:
+            if meta is None and outcome.applied:
+                self.wiring.meta.get(cluster, connector)  # a miss asks for it, as `meta_of` does
+            self.counters.frame(outcome, now)
+            waiting = state.deferred_count
+            if waiting:  # the metadata is not known: `deferred` would only wait for it
+                self._wait_for_meta(key, cluster, connector, waiting)
+            if outcome.decisions:
+                decided = compiled_decided(outcome, cluster, connector)
+                await write_decided(self.wiring, self.audit_retry_delays(), decided)
+        except BaseException:  # the state changed in place but was not put: never reuse it
+            self.cache.forget(key)
+            raise
+        if outcome.applied or waiting:
+            self.cache.put(key, state)
+        return True
+
+    async def _refresh_on_connector_change(self, topic: str | None) -> None:
+        """A connector changed (its status record came from `topic`): re-read the metadata of
+        the topic's cluster (rate-limited)."""
+        if topic is not None:
+            found = self.sources.get(topic)
+            if found is not None:
+                await self.wiring.meta.refresh(found[0])
 
     async def _out_of_scope(self, key: str, count: int) -> bool:
         """offsetd.scope: a connector this deployment does not own is dropped here, before the
@@ -195,10 +264,14 @@ class FrameDecider:
                 expired,
                 key,
             )
-        self.later.waiting_events.labels(cluster, connector).set(len(state.deferred))
-        if state.deferred:
-            self.metadata.await_meta(key, cluster, connector)
+        self._wait_for_meta(key, cluster, connector, len(state.deferred))
         return made
+
+    def _wait_for_meta(self, key: str, cluster: str, connector: str, waiting: int) -> None:
+        """`waiting` events wait for the connector's metadata: the gauge, and a read of it."""
+        self.later.waiting_events.labels(cluster, connector).set(waiting)
+        if waiting:
+            self.metadata.await_meta(key, cluster, connector)
 
     # -- nudges ----------------------------------------------------------------------------------
 
@@ -327,63 +400,18 @@ class FrameDecider:
     # -- the audit -------------------------------------------------------------------------------
 
     async def decide_all(self, state: ConnectorState, decisions: Sequence[Firing]) -> None:
-        """The one place decisions are written to the audit (and handed on from): a frame's
-        planned decisions and the tallies its suppressed ones changed, in order, with one wait
-        for all their acknowledgements. The state must be put back afterwards (the tallies).
-
-        The planned decisions are written until the audit takes them (`audit_retry_delays`,
-        every refusal logged and counted in `offsetd_audit_refusals_total`, which the alert
-        OffsetdAuditRefused reads): the agent waits, and nothing is lost when the audit topic
-        comes back. `offsetd_decisions_total` counts a frame's decisions once they are written."""
-        wiring, metrics = self.wiring, self.wiring.metrics
-        window = wiring.settings.daemon.suppressed_window
-        planned, tallies = fold_suppressed(state, decisions, window)
-        updates = [tally_record(state, tally, window) for tally in tallies]
-        if not planned:  # only counts changed: nothing waits for them (see offsetd.audit)
-            wiring.audit.write_soon(updates)
-            written: list[bool] = []
-        else:
-            records = [decision.audit_record(wiring.rules) for decision in planned]
-
-            def audit_refused(error: Exception, _attempt: int, delay: float) -> None:
-                metrics.audit_refusals.inc()
-                log.error(
-                    "the audit did not take %d planned decision(s) for %s/%s: %s; "
-                    "writing them again in %.0f s (nothing acts on them before)",
-                    len(records),
-                    state.connect_cluster,
-                    state.connector,
-                    error,
-                    delay,
-                )
-
-            # Until the audit takes them: nothing may act on an unaudited decision, and a frame
-            # given up would lose them for good (a FAILED task sends no new status).
-            written = await retry_call(
-                lambda: wiring.audit.write_many(records, updates=updates),
-                self.audit_retry_delays(),
-                retriable=lambda error: isinstance(error, (AuditError, KafkaAccessDenied)),
-                before_retry=audit_refused,
-            )
-        counts = Counter(
-            (d.rule, d.mode, PLANNED if d.outcome == PLANNED else _suppressed(d)) for d in decisions
-        )
-        for labels, count in counts.items():  # a storm's frame: one increment per label set
-            metrics.decisions.labels(*labels).inc(count)
-        for decision, new in zip(planned, written, strict=True):
-            if new:
-                metrics.audit_writes.labels(PLANNED).inc()
-                log.info("decision %s: %s", decision.id, decision.summary())
-                if wiring.remediator is not None:
-                    # Enqueue only: remediations run as their own tasks. A replayed decision is
-                    # already in the audit; the remediator's start-up scan resubmits those that
-                    # never got an outcome, so a crash between audit and action loses nothing.
-                    wiring.remediator.submit(decision)
-        for tally in tallies:
-            metrics.audit_writes.labels(suppressed_outcome(tally["reason"])).inc()
-        if tallies and wiring.remediator is not None:  # a failure soon after a skip: breaker
-            wiring.remediator.note_suppressed([d for d in decisions if d.outcome != PLANNED])
+        """The Python engine's firings of a frame or a nudge, folded into `state` and written
+        (`offsetd.app.decided.write_decided`, the compiled engine's way too): the planned
+        decisions and the tallies their suppressed ones changed, with one wait for all their
+        acknowledgements. The state must be put back afterwards (the tallies)."""
+        window = self.wiring.settings.daemon.suppressed_window
+        decided = python_decided(state, decisions, window)
+        await write_decided(self.wiring, self.audit_retry_delays(), decided)
 
 
-def _suppressed(decision: Firing) -> str:
-    return suppressed_outcome(decision.reason or "disabled")
+def _connector_changed(records: list[RawRecord]) -> str | None:
+    """The topic of the frame's first connector status record (a connector changed), if any."""
+    for raw in records:
+        if raw.key is not None and raw.key.startswith(_CONNECTOR_STATUS):
+            return raw.topic
+    return None

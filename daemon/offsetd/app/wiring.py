@@ -53,6 +53,15 @@ class Wiring:
                 topics[dlq] = (name, decode_dlq)
         return topics
 
+    def compiled_topics(self) -> dict[str, tuple[str, str]]:
+        """topic -> (Connect cluster, decoder's name) for the compiled owner
+        (`offsetd.engine.compiled`): the same decoders as `source_topics`, by name."""
+        kinds = {decode_status: "status", decode_dlq: "dlq", decode_offsets: "offsets"}
+        return {
+            topic: (cluster, kinds[decoder])
+            for topic, (cluster, decoder) in self.source_topics().items()
+        }
+
     def ingest_sources(self) -> dict[str, Source]:
         """topic -> how the ingest finds each record's owner, for every topic this process reads."""
         routes = {decode_status: route_status, decode_offsets: route_offsets, decode_dlq: route_dlq}

@@ -77,6 +77,10 @@ class DaemonSettings(ConfigModel):
     # The audit counts suppressed decisions instead of listing them: one record per rule,
     # connector, reason, incident and window of this length in event time (offsetd.engine.tally)
     suppressed_window: Annotated[Duration, Field(ge=1_000, le=86_400_000)] = 600_000
+    # Frames are decided by the compiled engine (native/, offsetd-native) where it is installed
+    # and decides the rules exactly, the Python engine deciding what it leaves; off: the Python
+    # engine decides everything (docs/daemon.md, "Which engine decides").
+    compiled_engine: bool = True
 
     @model_validator(mode="after")
     def _check_group_timings(self) -> Self:

@@ -253,6 +253,23 @@ fn frame_fields<'py>(py: Python<'py>, frame: &[u8]) -> PyResult<Vec<Bound<'py, P
         .collect()
 }
 
+/// What the owner reads of a frame before it decides (`offsetd.app.decider`): how many
+/// records it holds (the scope counts them) and the topic of its first record keyed
+/// `status-connector-` (a connector changed: its cluster's metadata is read again), without
+/// building the records in Python. ValueError whenever `decode_frame` raises Malformed.
+#[pyfunction]
+fn frame_summary(frame: &[u8]) -> PyResult<(usize, Option<&str>)> {
+    let records = frame_records(frame).map_err(|e| PyValueError::new_err(e.to_string()))?;
+    let changed = records
+        .iter()
+        .find(|raw| raw.key.is_some_and(|key| key.starts_with(CONNECTOR_STATUS)))
+        .map(|raw| raw.topic);
+    Ok((records.len(), changed))
+}
+
+/// The key prefix of a connector's own status record (`_CONNECTOR_STATUS` in the decider).
+const CONNECTOR_STATUS: &[u8] = b"status-connector-";
+
 /// `first_line(head)` of `offsetd.events.decode`.
 #[pyfunction]
 fn trace_first_line(head: &str) -> (Option<&str>, Option<&str>) {
@@ -292,6 +309,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Decoder>()?;
     m.add_function(wrap_pyfunction!(decode_frame_events, m)?)?;
     m.add_function(wrap_pyfunction!(frame_fields, m)?)?;
+    m.add_function(wrap_pyfunction!(frame_summary, m)?)?;
     m.add_function(wrap_pyfunction!(trace_first_line, m)?)?;
     m.add_function(wrap_pyfunction!(trace_last_cause, m)?)?;
     m.add_function(wrap_pyfunction!(char_class_ranges, m)?)?;

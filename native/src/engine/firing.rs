@@ -95,17 +95,17 @@ impl Decision {
             .expect("a decision counts at least one event")
     }
 
+    /// `Decision.from_failure`: caused by a failure (a FAILED status or a DLQ record), so it
+    /// can trip the breaker.
+    pub fn from_failure(&self) -> bool {
+        let trigger = &self.inputs.trigger;
+        trigger.kind == "dlq_record" || trigger.state.as_deref() == Some("FAILED")
+    }
+
     pub fn record_text(&self) -> Option<String> {
         self.record
             .as_ref()
             .map(|r| format!("{}-{}@{}", r.topic, r.partition, r.offset))
-    }
-
-    /// `Decision.from_failure`: caused by a failure (a DLQ record or a FAILED status), so the
-    /// breaker reads it when it is suppressed (`inhibited`) as it reads a `Suppression`.
-    pub fn from_failure(&self) -> bool {
-        let trigger = &self.inputs.trigger;
-        trigger.kind == "dlq_record" || trigger.state.as_deref() == Some("FAILED")
     }
 }
 

@@ -36,6 +36,14 @@ impl PyState {
     fn to_json(&self) -> String {
         self.inner.to_json()
     }
+
+    /// `len(state.deferred)`: events waiting for the connector's metadata. The owner asks it
+    /// after every frame (`offsetd.app.decider`), where writing the JSON to look would cost
+    /// more than the frame.
+    #[getter]
+    fn deferred_count(&self) -> usize {
+        self.inner.deferred.len()
+    }
 }
 
 /// One firing: a `Decision` or a light `Suppression`.

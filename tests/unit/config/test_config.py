@@ -144,6 +144,7 @@ FULL_REDACTED: dict[str, Any] = {
         "health_probe_interval": "5s",
         "stall_after": "2m",
         "suppressed_window": "10m",
+        "compiled_engine": True,
     },
     "remediation": {
         "quarantine_topic": "offsetd.quarantine",
