@@ -7,7 +7,8 @@ compiled engine and one with the Python engine only (`daemon.compiled_engine: fa
 - every audit write (planned records and tally updates, awaited or not), in order;
 - every metric sample (events, lateness, matches, decisions, audit writes, malformed, waiting);
 - the remediator's submissions and the suppressed failures handed to the breaker (id, cluster,
-  connector, decided at, record);
+  connector, decided at, record: the first of each, which is what the breaker's answer depends
+  on);
 - the stored states (JSON text), the metadata reads asked for, the refreshes.
 
 And: the compiled engine decided most frames there (not a vacuous equality); the setting turns
@@ -156,14 +157,15 @@ class Remediator:
         self.submitted.append(decision.id)
 
     def note_suppressed(self, decisions: list[Any]) -> None:
-        # what the breaker reads of them (`Remediator.note_suppressed`, `BreakerTrip`)
-        self.noted.append(
-            [
-                (d.id, d.connect_cluster, d.connector, d.decided_at_ms, d.record_text)
-                for d in decisions
-                if d.from_failure
-            ]
-        )
+        # What the breaker reads of them (`Remediator.note_suppressed`, `BreakerTrip`): its
+        # answer depends on the connector, the decision time and the record alone, and it trips
+        # on the first failure that trips, so the first of each is what it is told.
+        first: dict[tuple[Any, ...], tuple[Any, ...]] = {}
+        for d in decisions:
+            if d.from_failure:
+                key = (d.connect_cluster, d.connector, d.decided_at_ms, d.record_text)
+                first.setdefault(key, (d.id, *key))
+        self.noted.append(list(first.values()))
 
 
 class Meta:

@@ -27,13 +27,8 @@ from offsetd.events.frames import (
     route_dlq,
     route_status,
 )
-from offsetd.ingest import (
-    EVENTS_MAX_MESSAGE_BYTES,
-    KAFKA_DEFAULT_MAX_MESSAGE_BYTES,
-    Ingest,
-    Source,
-    producer_message_limit,
-)
+from offsetd.events_topic import EVENTS_MAX_MESSAGE_BYTES, KAFKA_DEFAULT_MAX_MESSAGE_BYTES
+from offsetd.ingest import Ingest, Source, producer_message_limit
 
 STATUS, DLQ = "connect-status", "dlq-orders"
 CONNECTOR_HEADER = DLQ_HEADER_PREFIX + "connector.name"
