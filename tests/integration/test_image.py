@@ -243,6 +243,8 @@ def test_the_daemon_runs_in_the_image_against_the_stack(
         assert "offsetd_" in metrics
         state = _podman("exec", name, "ls", "-A", "/var/lib/offsetd/state").stdout.split()
         assert state, "the daemon wrote nothing into its data dir"
+        # the image's daemon decides with the compiled owner path built into it (native/)
+        assert "frames are decided by the compiled engine" in log.read_text(), log.read_text()
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGTERM)  # podman forwards it to the daemon
