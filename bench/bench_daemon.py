@@ -1381,6 +1381,7 @@ def _app_path(
         on_batch=started,
         # diagnostics only: the frames' compression (the app uses the default, lz4)
         compression=os.environ.get("BENCH_INGEST_COMPRESSION", "lz4"),
+        batch=int(os.environ.get("BENCH_INGEST_BATCH", "5000")),  # diagnostics: frame sizes
     )
 
     ensure_events_topic(conf, events_name, PARTITIONS, 1)  # before faust subscribes to it
