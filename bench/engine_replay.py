@@ -169,36 +169,48 @@ class _Producer:
         return 0
 
 
-def audit_digest(pipe: Pipeline, recs: list[RawRecord]) -> None:
-    """The bytes the daemon writes, replayed as `timing` does: audit records and states."""
+def audit_digest(pipe: Pipeline, recs: list[RawRecord], owner: CompiledOwner | None = None) -> None:
+    """The bytes the daemon writes, replayed as `timing` does: audit records and states. With
+    `owner`, the compiled owner decides every frame it can (the Python engine the others):
+    equal digests, the same audit records and states, byte for byte."""
     audit.Producer = _Producer  # type: ignore[attr-defined,assignment]  # nothing leaves the process
     log = audit.AuditLog({})
     producer: _Producer = log._producer  # type: ignore[assignment]
     h = hashlib.sha256()
     store: dict[str, Any] = {}
     cache = StateCache(store)
-    written = 0
+    frames = frames_of(recs)
+    written = compiled = 0
 
     async def replay() -> None:
-        nonlocal written
-        for key, value in frames_of(recs):
-            state = cache.get(key)
-            applied, firings = decide_batch(
-                state,
-                decode_frame(value),
-                decoder,
-                pipe.rules,
-                lambda e: pipe.metas.get(e.connector),
-                lambda e: e.source.timestamp_ms,
-            )
-            if firings:  # as app.decider's decide_all
-                planned, tallies = fold_suppressed(state, firings, DEFAULT_WINDOW_MS)
-                updates = [tally_record(state, t, DEFAULT_WINDOW_MS) for t in tallies]
-                if not planned:
-                    log.write_soon(updates)
-                else:
-                    records = [d.audit_record(pipe.rules) for d in planned]
-                    await log.write_many(records, updates=updates)
+        nonlocal written, compiled
+        for key, value in frames:
+            done = None if owner is None else compiled_frame(owner, pipe, cache, key, value)
+            if done is not None:
+                compiled += 1
+                applied, records, updates, state = done
+                if updates and not records:
+                    log.write_soon_encoded(updates)
+                elif records:
+                    await log.write_many_encoded(records, updates)
+            else:
+                state = cache.get(key)
+                applied, firings = decide_batch(
+                    state,
+                    decode_frame(value),
+                    decoder,
+                    pipe.rules,
+                    lambda e: pipe.metas.get(e.connector),
+                    lambda e: e.source.timestamp_ms,
+                )
+                if firings:  # as app.decider's decide_all
+                    planned, tallies = fold_suppressed(state, firings, DEFAULT_WINDOW_MS)
+                    tally_dicts = [tally_record(state, t, DEFAULT_WINDOW_MS) for t in tallies]
+                    if not planned:
+                        log.write_soon(tally_dicts)
+                    else:
+                        dicts = [d.audit_record(pipe.rules) for d in planned]
+                        await log.write_many(dicts, updates=tally_dicts)
             for topic_key, topic_value in producer.produced:
                 h.update(b"%d:%b%d:%b" % (len(topic_key), topic_key, len(topic_value), topic_value))
             written += len(producer.produced)
@@ -209,6 +221,11 @@ def audit_digest(pipe: Pipeline, recs: list[RawRecord]) -> None:
 
     asyncio.run(replay())
     print(f"audit: {written:,} records and the states, digest {h.hexdigest()}")
+    if owner is not None:
+        print(
+            f"       (compiled: {compiled:,} of {len(frames):,} frames; "
+            "the Python engine the others)"
+        )
 
 
 def compiled_owner(pipe: Pipeline) -> CompiledOwner:
@@ -232,61 +249,6 @@ def compiled_frame(
     if outcome is None:
         return None
     return outcome.applied, owner.audit_records(outcome), owner.tally_records(outcome), state
-
-
-def compiled_digest(pipe: Pipeline, recs: list[RawRecord]) -> None:
-    """`audit_digest` with the compiled owner deciding every frame it can (the Python engine
-    the others): equal digests, the same audit records and states, byte for byte."""
-    owner = compiled_owner(pipe)
-    audit.Producer = _Producer  # type: ignore[attr-defined,assignment]  # nothing leaves the process
-    log = audit.AuditLog({})
-    producer: _Producer = log._producer  # type: ignore[assignment]
-    h = hashlib.sha256()
-    store: dict[str, Any] = {}
-    cache = StateCache(store)
-    written = compiled = 0
-
-    async def replay() -> None:
-        nonlocal written, compiled
-        for key, value in frames_of(recs):
-            done = compiled_frame(owner, pipe, cache, key, value)
-            if done is not None:
-                compiled += 1
-                applied, records, updates, state = done
-                if updates and not records:
-                    log.write_soon_encoded(updates)
-                elif records:
-                    await log.write_many_encoded(records, updates)
-            else:
-                state = cache.get(key)
-                applied, firings = decide_batch(
-                    state,
-                    decode_frame(value),
-                    decoder,
-                    pipe.rules,
-                    lambda e: pipe.metas.get(e.connector),
-                    lambda e: e.source.timestamp_ms,
-                )
-                if firings:
-                    planned, tallies = fold_suppressed(state, firings, DEFAULT_WINDOW_MS)
-                    py_updates = [tally_record(state, t, DEFAULT_WINDOW_MS) for t in tallies]
-                    if not planned:
-                        log.write_soon(py_updates)
-                    else:
-                        dicts = [d.audit_record(pipe.rules) for d in planned]
-                        await log.write_many(dicts, updates=py_updates)
-            for topic_key, topic_value in producer.produced:
-                h.update(b"%d:%b%d:%b" % (len(topic_key), topic_key, len(topic_value), topic_value))
-            written += len(producer.produced)
-            producer.produced.clear()
-            if applied:
-                cache.put(key, state)
-                h.update(store[key].encode())
-
-    asyncio.run(replay())
-    frames = len(frames_of(recs))
-    print(f"audit: {written:,} records and the states, digest {h.hexdigest()}")
-    print(f"       (compiled: {compiled:,} of {frames:,} frames; the Python engine the others)")
 
 
 def compiled_timing(pipe: Pipeline, recs: list[RawRecord], repeat: int) -> None:
@@ -384,7 +346,7 @@ def main() -> None:
         write_rules(Path(folder))
         pipe = Pipeline(load_rules(Path(folder)))
     if args.mode == "digest" and args.engine == "compiled":
-        compiled_digest(pipe, recs)
+        audit_digest(pipe, recs, compiled_owner(pipe))
     elif args.mode == "digest":
         digest(pipe, recs)
         audit_digest(pipe, recs)

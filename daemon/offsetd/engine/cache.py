@@ -39,44 +39,45 @@ class StateCache:
     def get(self, key: str) -> ConnectorState:
         """The state to work on: the decoded one while the store holds the text written with
         it, else parsed from the store (and remembered with that text)."""
-        stored = self._store.get(key)
-        cached = self._live.get(key)
-        if (
-            cached is not None
-            and stored is not None
-            and cached[0] is stored
-            and type(cached[1]) is ConnectorState
-        ):
-            self.hits += 1
-            return cached[1]
-        self.misses += 1
+        stored, cached = self._lookup(key, compiled=False)
+        if cached is not None:
+            return cached  # type: ignore[no-any-return]  # a ConnectorState, by `_lookup`
         state = ConnectorState.from_json(stored) if stored else ConnectorState()
-        if stored:
-            self._live[key] = (stored, state)
-        else:
-            self._live.pop(key, None)
+        self._remember(key, stored, state)
         return state
 
     def get_compiled(self, key: str) -> Any:
         """`get` for the compiled engine: its state (an `offsetd_native.State`), or None when
         it cannot continue the stored one exactly (the Python engine decides, `get`)."""
+        stored, cached = self._lookup(key, compiled=True)
+        if cached is not None:
+            return cached
+        state = compiled_state(stored)
+        self._remember(key, stored, state)
+        return state
+
+    def _lookup(self, key: str, *, compiled: bool) -> tuple[Any, Any]:
+        """(the stored text, the decoded state of the asked engine while the store still holds
+        the text written with it, else None: a miss, to be parsed)."""
         stored = self._store.get(key)
         cached = self._live.get(key)
         if (
             cached is not None
             and stored is not None
             and cached[0] is stored
-            and type(cached[1]) is not ConnectorState
+            and (type(cached[1]) is not ConnectorState) is compiled
         ):
             self.hits += 1
-            return cached[1]
+            return stored, cached[1]
         self.misses += 1
-        state = compiled_state(stored)
+        return stored, None
+
+    def _remember(self, key: str, stored: Any, state: Any) -> None:
+        """Keep `state` decoded from the stored text (nothing stored, or no state: forget)."""
         if stored and state is not None:
             self._live[key] = (stored, state)
         else:
             self._live.pop(key, None)
-        return state
 
     def put(self, key: str, state: Any) -> None:
         """Write `state` (a ConnectorState, or a compiled State) to the store (as JSON text)

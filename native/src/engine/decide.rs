@@ -81,15 +81,9 @@ impl Engine {
     /// Whether `decide` would leave this event to Python before touching the state (the
     /// owner asks for a whole frame first: a frame is decided wholly here or wholly there).
     pub fn refusal(&self, event: &Event, now_ms: i64) -> Option<Refusal> {
-        let time_ms = event.source().timestamp_ms;
-        let limit = -TIME_LIMIT..=TIME_LIMIT;
-        if !limit.contains(&time_ms) || !limit.contains(&now_ms) {
-            return Some(Refusal::TimeOutOfRange);
-        }
-        match record_text(event) {
-            Some(text) if parse_record(&text).is_none() => Some(Refusal::RecordOutOfRange),
-            _ => None,
-        }
+        times_in_range(event, now_ms)
+            .and_then(|()| checked_record(event))
+            .err()
     }
 
     /// `decide`, also counting in `matches[rule]` every rule that sees the event (matched and
@@ -107,10 +101,7 @@ impl Engine {
     ) -> Result<Vec<Firing>, Refusal> {
         let source = event.source();
         let time_ms = source.timestamp_ms;
-        let limit = -TIME_LIMIT..=TIME_LIMIT;
-        if !limit.contains(&time_ms) || !limit.contains(&now_ms) {
-            return Err(Refusal::TimeOutOfRange);
-        }
+        times_in_range(event, now_ms)?;
         if let Some(&i) = matched
             .iter()
             .chain(waiting)
@@ -118,12 +109,7 @@ impl Engine {
         {
             return Err(Refusal::UnknownRule(i));
         }
-        let record = record_text(event);
-        if let Some(text) = &record {
-            if parse_record(text).is_none() {
-                return Err(Refusal::RecordOutOfRange);
-            }
-        }
+        let record = checked_record(event)?;
 
         // 1. idempotency
         let mut partition_key = String::with_capacity(source.topic.len() + 8);
@@ -539,6 +525,24 @@ fn update_connector_status(
 }
 
 /// `_record_text`: a DLQ event's failing record as `topic-partition@offset`.
+/// The event's time and `now` within what the engine takes (`TIME_LIMIT`).
+fn times_in_range(event: &Event, now_ms: i64) -> Result<(), Refusal> {
+    let limit = -TIME_LIMIT..=TIME_LIMIT;
+    if limit.contains(&event.source().timestamp_ms) && limit.contains(&now_ms) {
+        Ok(())
+    } else {
+        Err(Refusal::TimeOutOfRange)
+    }
+}
+
+/// The failing record's text, when the event names one that Python would read back as it was.
+fn checked_record(event: &Event) -> Result<Option<Arc<str>>, Refusal> {
+    match record_text(event) {
+        Some(text) if parse_record(&text).is_none() => Err(Refusal::RecordOutOfRange),
+        record => Ok(record),
+    }
+}
+
 fn record_text(event: &Event) -> Option<Arc<str>> {
     match event {
         Event::Dlq(e) => e
